@@ -1,0 +1,133 @@
+"""Endpoints. Each opens one authenticated transaction and calls into a domain module."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.security import HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .. import ingest, sessions
+from ..auth import TokenKind
+from ..errors import BadRequest
+from ..migrate import schema_version
+from ..sessions import MAX_ID
+from .service import Service, service
+
+# Declares the scheme in OpenAPI; authentication itself happens in Service.session.
+bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
+router = APIRouter(dependencies=[Depends(bearer)])
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+Svc = Annotated[Service, Depends(service)]
+
+
+def _check_body_size(svc: Service, *texts: str | None) -> None:
+    for text in texts:
+        if text is not None and len(text) > svc.settings.body_max_chars:
+            raise BadRequest(f"body is {len(text)} characters; the most accepted is {svc.settings.body_max_chars}",
+                             code="body_too_long")
+
+
+@router.get("/v1/agent-sessions", tags=["sessions"], summary="Recent sessions, or sessions matching q")
+def list_sessions(
+    request: Request,
+    svc: Svc,
+    q: Annotated[str | None, Query(description="Words from the title or the conversation; quotes and -word work")] = None,
+    agent: Annotated[str | None, Query(description="Only sessions with this agent (slug)", max_length=63)] = None,
+    before: Annotated[str | None, Query(description="The `next` cursor of the previous page")] = None,
+    limit: Annotated[int | None, Query(description="Page size; clamped to 1..100")] = None,
+):
+    query = sessions.validate_query(q, svc.limits)
+    size = sessions.clamp_limit(limit, svc.limits)
+    with svc.session(request, TokenKind.reader) as (conn, principal):
+        scope = sessions.resolve_scope(conn, principal, agent)
+        if query is None:
+            return sessions.recent(conn, scope, svc.codec, before, size)
+        return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits)
+
+
+@router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")
+def get_session(request: Request, svc: Svc, session_id: Id):
+    with svc.session(request, TokenKind.reader) as (conn, principal):
+        scope = sessions.resolve_scope(conn, principal, None)
+        return sessions.get_one(conn, scope, session_id)
+
+
+@router.post("/v1/conversations", tags=["ingest"], status_code=201, summary="Create or update a conversation")
+def upsert_conversation(request: Request, response: Response, svc: Svc, body: ingest.ConversationIn):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        conv_id, created = ingest.upsert_conversation(conn, principal.workspace_id, body)
+    if not created:
+        response.status_code = 200
+    return {"id": conv_id, "created": created}
+
+
+@router.post("/v1/conversations/{conversation_id}/messages", tags=["ingest"], status_code=201,
+             summary="Append a message (idempotent on external_id)")
+def append_message(request: Request, response: Response, svc: Svc, conversation_id: Id, body: ingest.MessageIn):
+    _check_body_size(svc, body.body)
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        msg_id, created = ingest.append_message(conn, principal.workspace_id, conversation_id, body)
+    if not created:
+        response.status_code = 200
+    return {"id": msg_id, "created": created}
+
+
+@router.patch("/v1/messages/{message_id}", tags=["ingest"], summary="Fill or finish a streaming message")
+def patch_message(request: Request, svc: Svc, message_id: Id, body: ingest.MessagePatch):
+    _check_body_size(svc, body.body, body.append)
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        result = ingest.patch_message(conn, principal.workspace_id, message_id, body)
+        if result["body_chars"] > svc.settings.body_max_chars:
+            # Raising inside the transaction rolls the append back: nothing half-written.
+            raise BadRequest(f"the message would grow past {svc.settings.body_max_chars} characters",
+                             code="body_too_long")
+    return result
+
+
+@router.delete("/v1/messages/{message_id}", tags=["ingest"], status_code=204, summary="Delete a message")
+def delete_message(request: Request, svc: Svc, message_id: Id):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        ingest.delete_message(conn, principal.workspace_id, message_id)
+    return Response(status_code=204)
+
+
+@router.delete("/v1/conversations/{conversation_id}", tags=["ingest"], status_code=204,
+               summary="Delete a conversation and its messages")
+def delete_conversation(request: Request, svc: Svc, conversation_id: Id):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        ingest.delete_conversation(conn, principal.workspace_id, conversation_id)
+    return Response(status_code=204)
+
+
+@router.get("/v1/whoami", tags=["meta"], summary="What the presented token is")
+def whoami(request: Request, svc: Svc):
+    with svc.session(request) as (_, principal):
+        return {
+            "token_id": principal.token_id,
+            "kind": principal.kind.value,
+            "workspace_id": principal.workspace_id,
+            "actor_id": principal.actor_id,
+            "agent_ids": list(principal.agent_ids) if principal.agent_ids is not None else "all",
+        }
+
+
+@router.get("/v1/status", tags=["meta"], summary="Schema version and search mode")
+def status(request: Request, svc: Svc):
+    with svc.session(request, TokenKind.admin) as (conn, _):
+        return {"schema_version": schema_version(conn), "mode": "lexical", "models": []}
+
+
+@router.get("/v1/openapi.json", tags=["meta"], include_in_schema=False)
+def openapi(request: Request, svc: Svc):
+    with svc.session(request):
+        return request.app.openapi()
+
+
+@router.get("/metrics", tags=["meta"], summary="Prometheus metrics (admin token)")
+def metrics(request: Request, svc: Svc):
+    with svc.session(request, TokenKind.admin):
+        pass
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,252 @@
+"""The `backscroll` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .config import Settings, get_settings
+
+
+def _settings() -> Settings:
+    return get_settings()
+
+
+def _url(settings: Settings) -> str:
+    from .db import database_url
+
+    return database_url(settings)
+
+
+def _conn(settings: Settings, autocommit: bool = True):
+    from .db import connect
+
+    return connect(_url(settings), autocommit=autocommit)
+
+
+def cmd_migrate(args, settings: Settings) -> int:
+    from .migrate import migrate
+
+    applied = migrate(_url(settings))
+    if applied:
+        for mig in applied:
+            print(f"applied {mig.version:04d}_{mig.name}")
+    else:
+        print("schema is up to date")
+    return 0
+
+
+def cmd_serve(args, settings: Settings) -> int:
+    import uvicorn
+
+    from .api import create_app
+    from .migrate import migrate
+
+    url = _url(settings)
+    if args.migrate:
+        migrate(url)
+    app = create_app(settings, url)
+    uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port,
+                log_level=settings.log_level, access_log=False)
+    return 0
+
+
+def cmd_workspaces_create(args, settings: Settings) -> int:
+    with _conn(settings) as conn:
+        row = conn.execute(
+            "insert into workspaces (slug, name, ts_config) values (%s, %s, %s::regconfig) "
+            "on conflict (slug) do update set name = excluded.name returning id",
+            (args.slug, args.name or args.slug, args.ts_config),
+        ).fetchone()
+    print(f"workspace {args.slug} (id {row['id']})")
+    return 0
+
+
+def cmd_workspaces_list(args, settings: Settings) -> int:
+    with _conn(settings) as conn:
+        rows = conn.execute(
+            "select w.slug, w.name, w.ts_config::text as ts_config, "
+            "(select count(*) from agents a where a.workspace_id = w.id) as agents, "
+            "(select count(*) from conversations c where c.workspace_id = w.id) as conversations "
+            "from workspaces w order by w.slug").fetchall()
+    for r in rows:
+        print(f"{r['slug']:<24} {r['agents']:>6} agents {r['conversations']:>8} conversations  {r['ts_config']}  {r['name']}")
+    return 0
+
+
+def _parse_actor(text: str) -> tuple[str, str]:
+    namespace, sep, external = text.rpartition("/")
+    if not sep or ":" not in namespace or not external:
+        raise SystemExit(f"--actor wants NAMESPACE/EXTERNAL_ID, e.g. web:demo/alice; got {text!r}")
+    return namespace, external
+
+
+def cmd_tokens_create(args, settings: Settings) -> int:
+    from .auth import TokenKind, create_token
+
+    kind = TokenKind(args.kind)
+    with _conn(settings, autocommit=False) as conn:
+        workspace_id = actor_id = None
+        agent_ids = None
+        if kind is not TokenKind.admin:
+            if not args.workspace:
+                raise SystemExit(f"a {kind.value} token needs --workspace")
+            ws = conn.execute("select id from workspaces where slug = %s", (args.workspace,)).fetchone()
+            if ws is None:
+                raise SystemExit(f"no workspace {args.workspace!r}")
+            workspace_id = ws["id"]
+        if kind is TokenKind.reader:
+            if not args.actor:
+                raise SystemExit("a reader token needs --actor NAMESPACE/EXTERNAL_ID (the person reading)")
+            namespace, external = _parse_actor(args.actor)
+            actor_id = conn.execute(
+                "insert into actors (workspace_id, namespace, external_id, display_name) values (%s, %s, %s, %s) "
+                "on conflict (workspace_id, namespace, external_id) do update set namespace = excluded.namespace "
+                "returning id", (workspace_id, namespace, external, args.display_name or external)).fetchone()["id"]
+        if kind in (TokenKind.reader, TokenKind.runtime) and args.agents != "all":
+            slugs = [s for s in (args.agents or "").split(",") if s]
+            if not slugs:
+                raise SystemExit("give --agents all, or a comma-separated list of agent slugs")
+            rows = conn.execute("select id, slug from agents where workspace_id = %s and slug = any(%s)",
+                                (workspace_id, slugs)).fetchall()
+            missing = set(slugs) - {r["slug"] for r in rows}
+            if missing:
+                raise SystemExit(f"no such agents in {args.workspace}: {', '.join(sorted(missing))}")
+            agent_ids = [r["id"] for r in rows]
+        token_id, secret = create_token(conn, kind, name=args.name, workspace_id=workspace_id,
+                                        actor_id=actor_id, agent_ids=agent_ids)
+        conn.commit()
+    print(f"created {kind.value} token {token_id}; it is shown once and cannot be recovered:", file=sys.stderr)
+    print(secret)
+    return 0
+
+
+def cmd_tokens_list(args, settings: Settings) -> int:
+    from .auth import list_tokens
+
+    with _conn(settings) as conn:
+        for t in list_tokens(conn):
+            state = "revoked" if t["revoked_at"] else "active"
+            agents = "all" if t["agent_ids"] is None else ",".join(map(str, t["agent_ids"]))
+            print(f"{t['id']:>5} {t['kind']:<8} {state:<8} {t['hint']}…  ws={t['workspace'] or '-'} "
+                  f"actor={t['actor'] or '-'} agents={agents}  {t['name']}")
+    return 0
+
+
+def cmd_tokens_revoke(args, settings: Settings) -> int:
+    from .auth import revoke_token
+
+    with _conn(settings) as conn:
+        if not revoke_token(conn, args.id):
+            print(f"no active token {args.id}", file=sys.stderr)
+            return 1
+    print(f"revoked token {args.id}")
+    return 0
+
+
+def cmd_import(args, settings: Settings) -> int:
+    from .importer import import_file
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise SystemExit(f"no such file: {path}")
+    with _conn(settings) as conn:
+        report = import_file(conn, path, default_workspace=args.workspace, show_progress=not args.quiet,
+                             rejects_path=Path(args.rejects) if args.rejects else None)
+    for number, reason in report.rejected:
+        print(f"{path}:{number}: rejected: {reason}", file=sys.stderr)
+    print(f"{report.lines} lines: {report.conversations} conversations imported, "
+          f"{report.messages_created} new messages, {len(report.rejected)} lines rejected")
+    return 1 if report.rejected else 0
+
+
+def cmd_demo(args, settings: Settings) -> int:
+    from .demo import run_demo
+
+    return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port)
+
+
+def cmd_settings(args, settings: Settings) -> int:
+    for name, info in Settings.model_fields.items():
+        value = getattr(settings, name)
+        shown = "(set, hidden)" if hasattr(value, "get_secret_value") else value
+        print(f"BACKSCROLL_{name.upper():<24} = {shown}\n    {info.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="backscroll", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the HTTP API")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--migrate", action="store_true", help="apply pending migrations first")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("migrate", help="apply pending migrations (idempotent, under an advisory lock)")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("demo", help="migrate, load the demo corpus, create a demo token and serve (make run)")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("import", help="bulk-load conversations from a JSONL file (idempotent)")
+    p.add_argument("file")
+    p.add_argument("--workspace", help="workspace slug for lines that name none")
+    p.add_argument("--rejects", help="write rejected lines to this file, for fixing and re-running")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_import)
+
+    ws = sub.add_parser("workspaces", help="create and list workspaces").add_subparsers(dest="action", required=True)
+    p = ws.add_parser("create", help="create a workspace (or rename it)")
+    p.add_argument("slug")
+    p.add_argument("--name")
+    p.add_argument("--ts-config", default="simple", help="text search configuration (default simple)")
+    p.set_defaults(func=cmd_workspaces_create)
+    p = ws.add_parser("list", help="list workspaces")
+    p.set_defaults(func=cmd_workspaces_list)
+
+    tk = sub.add_parser("tokens", help="create, list and revoke API tokens").add_subparsers(dest="action", required=True)
+    p = tk.add_parser("create", help="create a token; the secret is printed once")
+    p.add_argument("--kind", required=True, choices=["reader", "runtime", "ingest", "admin"])
+    p.add_argument("--workspace", help="workspace slug (all kinds but admin)")
+    p.add_argument("--actor", help="reader: the person, as NAMESPACE/EXTERNAL_ID (e.g. web:demo/alice)")
+    p.add_argument("--display-name", help="reader: the person's display name, if the actor is new")
+    p.add_argument("--agents", default="all", help="reader/runtime: 'all' or comma-separated agent slugs")
+    p.add_argument("--name", default="", help="a label for listings")
+    p.set_defaults(func=cmd_tokens_create)
+    p = tk.add_parser("list", help="list tokens (never their secrets)")
+    p.set_defaults(func=cmd_tokens_list)
+    p = tk.add_parser("revoke", help="revoke a token by id")
+    p.add_argument("id", type=int)
+    p.set_defaults(func=cmd_tokens_revoke)
+
+    p = sub.add_parser("settings", help="print every setting with its help text")
+    p.set_defaults(func=cmd_settings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args, _settings()) or 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a clean message for the person at the terminal
+        from .errors import BackscrollError
+
+        if isinstance(exc, BackscrollError):
+            print(f"backscroll: {exc.message}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""`backscroll import FILE.jsonl`: bulk loads, one conversation per line.
+
+Each line lands in its own transaction, so a bad line is reported with its number and
+skipped without leaving half of itself behind; re-running a file changes nothing that is
+already there (conversations and messages are keyed by their external ids).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Callable, TextIO
+
+import psycopg
+from pydantic import ValidationError
+
+from . import ingest
+from .errors import BackscrollError
+
+
+@dataclass
+class ImportReport:
+    lines: int = 0
+    conversations: int = 0
+    messages_created: int = 0
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "line"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"{loc}: {err.get('msg')}{more}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 (byte {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc.msg} at column {exc.colno}"
+    if isinstance(exc, BackscrollError):
+        return exc.message
+    if isinstance(exc, psycopg.errors.DataError | psycopg.errors.IntegrityError):
+        return f"rejected by the database: {exc.diag.message_primary}"
+    raise exc
+
+
+def import_stream(
+    conn: psycopg.Connection,
+    stream: BinaryIO,
+    *,
+    default_workspace: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    rejects: TextIO | None = None,
+) -> ImportReport:
+    report = ImportReport()
+    workspace_ids: dict[str, int] = {}
+    for number, data in enumerate(stream, start=1):
+        if progress is not None:
+            progress(len(data))
+        if not data.strip():
+            continue
+        report.lines += 1
+        raw = data.decode("utf-8", errors="replace")
+        try:
+            line = ingest.ImportLine.model_validate(json.loads(data.decode("utf-8")))
+            slug = line.workspace or default_workspace
+            if slug is None:
+                raise BackscrollError("no workspace: give `workspace` on the line or --workspace")
+            with conn.transaction():
+                if slug not in workspace_ids:
+                    workspace_ids[slug] = ingest.workspace_id_for(conn, slug)
+                _, created = ingest.import_line(conn, workspace_ids[slug], line)
+            report.conversations += 1
+            report.messages_created += created
+        except Exception as exc:  # noqa: BLE001 - _reason re-raises what is not a bad line
+            report.rejected.append((number, _reason(exc)))
+            if rejects is not None:
+                rejects.write(raw if raw.endswith("\n") else raw + "\n")
+    return report
+
+
+def import_file(conn: psycopg.Connection, path: Path, *, default_workspace: str | None = None,
+                show_progress: bool = True, rejects_path: Path | None = None) -> ImportReport:
+    from tqdm import tqdm
+
+    total = path.stat().st_size
+    rejects = rejects_path.open("w", encoding="utf-8") if rejects_path else None
+    try:
+        with path.open("rb") as stream, tqdm(
+            total=total, unit="B", unit_scale=True, desc=f"importing {path.name}", disable=not show_progress
+        ) as bar:
+            return import_stream(conn, stream, default_workspace=default_workspace, progress=bar.update,
+                                 rejects=rejects)
+    finally:
+        if rejects is not None:
+            rejects.close()

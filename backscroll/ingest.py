@@ -1,0 +1,362 @@
+"""Writing conversations and messages: the one path the API and `backscroll import` share.
+
+Every function takes a connection inside the caller's transaction, so a request or an import
+line either lands whole or not at all.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Annotated
+
+import psycopg
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from .errors import BadRequest, Conflict, NotFound
+
+# Far-future timestamps would pin a conversation to the top of every recent list.
+MAX_CLOCK_SKEW = timedelta(hours=1)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+def _not_future(value: datetime | None) -> datetime | None:
+    if value is not None and value > datetime.now(timezone.utc) + MAX_CLOCK_SKEW:
+        raise ValueError("is in the future")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+ExternalId = Annotated[Text, Field(min_length=1, max_length=256)]
+Timestamp = Annotated[AwareDatetime, AfterValidator(_not_future)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class ActorKind(str, Enum):
+    person = "person"
+    bot = "bot"
+    agent = "agent"
+
+
+class Role(str, Enum):
+    user = "user"
+    assistant = "assistant"
+    tool = "tool"
+    summary = "summary"
+    system = "system"
+
+
+class State(str, Enum):
+    streaming = "streaming"
+    finished = "finished"
+
+
+class AudienceKind(str, Enum):
+    public = "public"
+    workspace = "workspace"
+    members = "members"
+    external = "external"
+
+
+class ActorRef(Strict):
+    external_id: ExternalId = Field(description="Stable id in the namespace (never the display name).")
+    display_name: Annotated[Text, Field(max_length=256)] | None = None
+    kind: ActorKind = ActorKind.person
+    namespace: Annotated[Text, Field(min_length=3, max_length=200)] | None = Field(
+        default=None, description="`type:name`; defaults to the conversation's connector."
+    )
+
+
+class ConnectorRef(Strict):
+    type: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}$")]
+
+    @property
+    def namespace(self) -> str:
+        return f"{self.type}:{self.name}"
+
+
+class Audience(Strict):
+    kind: AudienceKind
+    namespace: Annotated[Text, Field(min_length=3, max_length=200)] | None = Field(
+        default=None, description="`type:name`; defaults to the conversation's connector."
+    )
+    readers: list[ExternalId] = Field(default_factory=list, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _readers_match_kind(self) -> "Audience":
+        if self.kind is AudienceKind.members and not self.readers:
+            raise ValueError("a members audience needs at least one reader")
+        if self.kind is not AudienceKind.members and self.readers:
+            raise ValueError(f"readers are only meaningful for a members audience, not {self.kind.value}")
+        return self
+
+
+class ConversationIn(Strict):
+    agent: Slug
+    agent_name: Annotated[Text, Field(max_length=200)] | None = None
+    connector: ConnectorRef
+    external_id: ExternalId
+    title: Annotated[Text, Field(max_length=1000)] = ""
+    audience: Audience | None = Field(
+        default=None, description="Who may read it; defaults to members = [creator]."
+    )
+    creator: ActorRef | None = None
+    created_at: Timestamp | None = None
+
+    @model_validator(mode="after")
+    def _someone_can_read_it(self) -> "ConversationIn":
+        if self.audience is None and self.creator is None:
+            raise ValueError("give an audience, or a creator (the audience then defaults to the creator alone)")
+        return self
+
+
+class MessageIn(Strict):
+    external_id: ExternalId | None = None
+    role: Role
+    speaker: ActorRef | None = None
+    body: Text = ""
+    state: State = State.finished
+    audience: Audience | None = Field(default=None, description="Defaults to the conversation's audience.")
+    created_at: Timestamp | None = None
+
+
+class MessagePatch(Strict):
+    body: Text | None = Field(default=None, description="Replace the body.")
+    append: Text | None = Field(default=None, description="Append to the body (streaming).")
+    state: State | None = None
+
+    @model_validator(mode="after")
+    def _one_change(self) -> "MessagePatch":
+        if self.body is not None and self.append is not None:
+            raise ValueError("give body or append, not both")
+        if self.body is None and self.append is None and self.state is None:
+            raise ValueError("nothing to change: give body, append or state")
+        return self
+
+
+class ImportLine(ConversationIn):
+    workspace: Slug | None = None
+    messages: list[MessageIn] = Field(default_factory=list, max_length=100_000)
+
+
+UPSERT_AGENT = """
+insert into agents (workspace_id, slug, name) values (%(workspace_id)s, %(slug)s, %(name)s)
+on conflict (workspace_id, slug) do update set name = coalesce(%(new_name)s, agents.name)
+returning id
+"""
+UPSERT_CONNECTOR = """
+insert into connectors (agent_id, type, name) values (%(agent_id)s, %(type)s, %(name)s)
+on conflict (agent_id, type, name) do update set type = excluded.type
+returning id, namespace
+"""
+UPSERT_ACTOR = """
+insert into actors (workspace_id, namespace, external_id, display_name, kind)
+values (%(workspace_id)s, %(namespace)s, %(external_id)s, coalesce(%(display_name)s, ''), %(kind)s)
+on conflict (workspace_id, namespace, external_id) do update
+   set display_name = coalesce(%(display_name)s, actors.display_name)
+returning id
+"""
+UPSERT_CONVERSATION = """
+insert into conversations (workspace_id, agent_id, connector_id, external_id, title,
+                           audience_kind, audience_namespace, audience_readers,
+                           creator_actor_id, created_at)
+values (%(workspace_id)s, %(agent_id)s, %(connector_id)s, %(external_id)s, %(title)s,
+        %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s,
+        %(creator_actor_id)s, coalesce(%(created_at)s, now()))
+on conflict (connector_id, external_id) do update
+   set title = excluded.title,
+       audience_kind = excluded.audience_kind,
+       audience_namespace = excluded.audience_namespace,
+       audience_readers = excluded.audience_readers,
+       creator_actor_id = coalesce(excluded.creator_actor_id, conversations.creator_actor_id),
+       updated_at = now()
+ where (conversations.title, conversations.audience_kind, conversations.audience_namespace,
+        conversations.audience_readers, conversations.creator_actor_id)
+       is distinct from
+       (excluded.title, excluded.audience_kind, excluded.audience_namespace,
+        excluded.audience_readers, coalesce(excluded.creator_actor_id, conversations.creator_actor_id))
+returning id, (xmax = 0) as created
+"""
+SELECT_CONVERSATION_BY_KEY = "select id from conversations where connector_id = %(connector_id)s and external_id = %(external_id)s"
+SELECT_CONVERSATION_FOR_WRITE = """
+select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.audience_readers,
+       n.namespace as connector_namespace
+  from conversations c join connectors n on n.id = c.connector_id
+ where c.id = %(id)s and c.workspace_id = %(workspace_id)s
+   for share of c
+"""
+INSERT_MESSAGE = """
+insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
+                      audience_kind, audience_namespace, audience_readers, created_at, updated_at)
+values (%(conversation_id)s, %(external_id)s, %(speaker_actor_id)s, %(role)s, %(body)s, %(state)s,
+        %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s,
+        coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()))
+on conflict (conversation_id, external_id) do update
+   set body = excluded.body, state = excluded.state, role = excluded.role,
+       speaker_actor_id = excluded.speaker_actor_id
+ where (messages.body, messages.state, messages.role, messages.speaker_actor_id)
+       is distinct from (excluded.body, excluded.state, excluded.role, excluded.speaker_actor_id)
+returning id, (xmax = 0) as created
+"""
+SELECT_MESSAGE_BY_KEY = "select id from messages where conversation_id = %(conversation_id)s and external_id = %(external_id)s"
+SELECT_MESSAGE_FOR_WRITE = """
+select m.id, m.state::text as state
+  from messages m join conversations c on c.id = m.conversation_id
+ where m.id = %(id)s and c.workspace_id = %(workspace_id)s
+   for update of m
+"""
+UPDATE_MESSAGE = """
+update messages
+   set body = case when %(append)s::text is not null then body || %(append)s::text
+                   else coalesce(%(body)s::text, body) end,
+       state = coalesce(%(state)s::message_state, state)
+ where id = %(id)s
+returning id, state::text as state, length(body) as body_chars
+"""
+DELETE_MESSAGE = """
+delete from messages m using conversations c
+ where m.id = %(id)s and c.id = m.conversation_id and c.workspace_id = %(workspace_id)s
+returning m.id
+"""
+DELETE_CONVERSATION = "delete from conversations where id = %(id)s and workspace_id = %(workspace_id)s returning id"
+SELECT_WORKSPACE = "select id from workspaces where slug = %(slug)s"
+
+
+def workspace_id_for(conn: psycopg.Connection, slug: str) -> int:
+    row = conn.execute(SELECT_WORKSPACE, {"slug": slug}).fetchone()
+    if row is None:
+        raise NotFound(f"unknown workspace {slug!r}: create it with `backscroll workspaces create {slug}`")
+    return row["id"]
+
+
+def ensure_actor(conn: psycopg.Connection, workspace_id: int, namespace: str, ref: ActorRef) -> int:
+    return conn.execute(
+        UPSERT_ACTOR,
+        {
+            "workspace_id": workspace_id,
+            "namespace": ref.namespace or namespace,
+            "external_id": ref.external_id,
+            "display_name": ref.display_name,
+            "kind": ref.kind.value,
+        },
+    ).fetchone()["id"]
+
+
+def _audience_params(audience: Audience | None, default_namespace: str, fallback: dict) -> dict:
+    if audience is None:
+        return fallback
+    return {
+        "audience_kind": audience.kind.value,
+        "audience_namespace": audience.namespace or default_namespace,
+        "audience_readers": sorted(set(audience.readers)),
+    }
+
+
+def upsert_conversation(conn: psycopg.Connection, workspace_id: int, conv: ConversationIn) -> tuple[int, bool]:
+    """Create or update a conversation keyed by (agent, connector, external id)."""
+    agent_id = conn.execute(
+        UPSERT_AGENT,
+        {"workspace_id": workspace_id, "slug": conv.agent, "name": conv.agent_name or conv.agent,
+         "new_name": conv.agent_name},
+    ).fetchone()["id"]
+    connector = conn.execute(
+        UPSERT_CONNECTOR, {"agent_id": agent_id, "type": conv.connector.type, "name": conv.connector.name}
+    ).fetchone()
+    namespace = connector["namespace"]
+    creator_id = ensure_actor(conn, workspace_id, namespace, conv.creator) if conv.creator else None
+    creator_default = {
+        "audience_kind": "members",
+        "audience_namespace": (conv.creator.namespace or namespace) if conv.creator else namespace,
+        "audience_readers": [conv.creator.external_id] if conv.creator else [],
+    }
+    params = {
+        "workspace_id": workspace_id,
+        "agent_id": agent_id,
+        "connector_id": connector["id"],
+        "external_id": conv.external_id,
+        "title": conv.title,
+        "creator_actor_id": creator_id,
+        "created_at": conv.created_at,
+        **_audience_params(conv.audience, namespace, creator_default),
+    }
+    row = conn.execute(UPSERT_CONVERSATION, params).fetchone()
+    if row is None:  # unchanged: the conditional upsert touched nothing
+        row = conn.execute(SELECT_CONVERSATION_BY_KEY, params).fetchone()
+        return row["id"], False
+    return row["id"], bool(row["created"])
+
+
+def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id: int, msg: MessageIn) -> tuple[int, bool]:
+    """Add a message (idempotent on its external id); returns (id, created)."""
+    conv = conn.execute(SELECT_CONVERSATION_FOR_WRITE, {"id": conversation_id, "workspace_id": workspace_id}).fetchone()
+    if conv is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    namespace = conv["connector_namespace"]
+    speaker_id = ensure_actor(conn, workspace_id, namespace, msg.speaker) if msg.speaker else None
+    inherited = {
+        "audience_kind": conv["audience_kind"],
+        "audience_namespace": conv["audience_namespace"],
+        "audience_readers": conv["audience_readers"],
+    }
+    params = {
+        "conversation_id": conversation_id,
+        "external_id": msg.external_id,
+        "speaker_actor_id": speaker_id,
+        "role": msg.role.value,
+        "body": msg.body,
+        "state": msg.state.value,
+        "created_at": msg.created_at,
+        **_audience_params(msg.audience, namespace, inherited),
+    }
+    row = conn.execute(INSERT_MESSAGE, params).fetchone()
+    if row is None:
+        row = conn.execute(SELECT_MESSAGE_BY_KEY, params).fetchone()
+        return row["id"], False
+    return row["id"], bool(row["created"])
+
+
+def patch_message(conn: psycopg.Connection, workspace_id: int, message_id: int, patch: MessagePatch) -> dict:
+    """Fill or finish a streaming message. A finished message is final."""
+    current = conn.execute(SELECT_MESSAGE_FOR_WRITE, {"id": message_id, "workspace_id": workspace_id}).fetchone()
+    if current is None:
+        raise NotFound(f"no message {message_id}")
+    if current["state"] == State.finished.value:
+        if patch.body is not None or patch.append is not None or patch.state is State.streaming:
+            raise Conflict(f"message {message_id} is finished and can no longer change", code="message_finished")
+    return conn.execute(
+        UPDATE_MESSAGE,
+        {"id": message_id, "body": patch.body, "append": patch.append,
+         "state": patch.state.value if patch.state else None},
+    ).fetchone()
+
+
+def delete_message(conn: psycopg.Connection, workspace_id: int, message_id: int) -> None:
+    if conn.execute(DELETE_MESSAGE, {"id": message_id, "workspace_id": workspace_id}).fetchone() is None:
+        raise NotFound(f"no message {message_id}")
+
+
+def delete_conversation(conn: psycopg.Connection, workspace_id: int, conversation_id: int) -> None:
+    if conn.execute(DELETE_CONVERSATION, {"id": conversation_id, "workspace_id": workspace_id}).fetchone() is None:
+        raise NotFound(f"no conversation {conversation_id}")
+
+
+def import_line(conn: psycopg.Connection, workspace_id: int, line: ImportLine) -> tuple[int, int]:
+    """One import line: a conversation and its messages. Returns (conversation id, messages created)."""
+    conv_id, _ = upsert_conversation(conn, workspace_id, line)
+    created = 0
+    for msg in line.messages:
+        if msg.external_id is None:
+            raise BadRequest("every imported message needs an external_id, so a re-run does not duplicate it")
+        _, was_created = append_message(conn, workspace_id, conv_id, msg)
+        created += was_created
+    return conv_id, created

@@ -1,0 +1,53 @@
+"""Fixtures: one embedded PostgreSQL per test run, a freshly migrated database per test."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from backscroll.db import start_embedded
+from backscroll.migrate import migrate
+
+TEMPLATE = "backscroll_template"
+_counter = itertools.count()
+
+
+def _with_db(url: str, name: str) -> str:
+    return psycopg.conninfo.make_conninfo(url, dbname=name)
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory) -> str:
+    """The embedded server's maintenance URL (or BACKSCROLL_TEST_DATABASE_URL's)."""
+    external = os.environ.get("BACKSCROLL_TEST_DATABASE_URL")
+    if external:
+        return external
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return start_embedded(Path(tmp_path_factory.mktemp("pg")) / "data")
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_url) -> str:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {TEMPLATE} with (force)")
+        conn.execute(f"create database {TEMPLATE}")
+    url = _with_db(pg_url, TEMPLATE)
+    migrate(url)
+    return url
+
+
+@pytest.fixture
+def db_url(pg_url, template_url) -> str:
+    """A database of its own for each test, copied from the migrated template."""
+    name = f"bs_test_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"create database {name} template {TEMPLATE} strategy file_copy")
+    yield _with_db(pg_url, name)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")

@@ -1,0 +1,93 @@
+"""Building worlds for tests through the same code paths production uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+from fastapi.testclient import TestClient
+
+from backscroll import ingest
+from backscroll.api import create_app
+from backscroll.auth import TokenKind, create_token
+from backscroll.config import Settings
+from backscroll.db import connect
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@dataclass
+class World:
+    url: str
+    conn: psycopg.Connection
+    workspaces: dict[str, int] = field(default_factory=dict)
+
+    def workspace(self, slug: str) -> int:
+        if slug not in self.workspaces:
+            self.workspaces[slug] = self.conn.execute(
+                "insert into workspaces (slug, name) values (%s, %s) returning id", (slug, slug.title())
+            ).fetchone()["id"]
+        return self.workspaces[slug]
+
+    def agent_id(self, ws: str, slug: str) -> int:
+        return self.conn.execute(
+            "select id from agents where workspace_id = %s and slug = %s", (self.workspace(ws), slug)
+        ).fetchone()["id"]
+
+    def actor_id(self, ws: str, namespace: str, external_id: str, display_name: str | None = None) -> int:
+        return ingest.ensure_actor(self.conn, self.workspace(ws), namespace,
+                                   ingest.ActorRef(external_id=external_id, display_name=display_name))
+
+    def conversation(self, ws: str, agent: str, external_id: str, title: str = "", *, creator: str | None = None,
+                     connector: tuple[str, str] = ("web", "demo"), created: float = 0,
+                     audience: dict | None = None) -> int:
+        conv = ingest.ConversationIn(
+            agent=agent,
+            connector=ingest.ConnectorRef(type=connector[0], name=connector[1]),
+            external_id=external_id,
+            title=title,
+            creator=ingest.ActorRef(external_id=creator) if creator else None,
+            audience=ingest.Audience(**audience) if audience else
+            (None if creator else ingest.Audience(kind="workspace")),
+            created_at=at(created),
+        )
+        conv_id, _ = ingest.upsert_conversation(self.conn, self.workspace(ws), conv)
+        return conv_id
+
+    def message(self, ws: str, conversation_id: int, body: str, *, role: str = "user", minute: float = 1,
+                state: str = "finished", speaker: str | None = None, external_id: str | None = None) -> int:
+        msg = ingest.MessageIn(role=role, body=body, state=state, created_at=at(minute), external_id=external_id,
+                               speaker=ingest.ActorRef(external_id=speaker) if speaker else None)
+        msg_id, _ = ingest.append_message(self.conn, self.workspace(ws), conversation_id, msg)
+        return msg_id
+
+    def token(self, kind: str, ws: str | None = None, *, actor: str | None = None,
+              agents: list[str] | None = None, namespace: str = "web:demo") -> str:
+        kind_ = TokenKind(kind)
+        ws_id = self.workspace(ws) if ws else None
+        actor_id = self.actor_id(ws, namespace, actor) if actor else None
+        agent_ids = [self.agent_id(ws, a) for a in agents] if agents is not None else None
+        _, secret = create_token(self.conn, kind_, workspace_id=ws_id, actor_id=actor_id, agent_ids=agent_ids)
+        return secret
+
+    def last_active(self, conversation_id: int) -> datetime:
+        return self.conn.execute("select last_active_at from conversations where id = %s",
+                                 (conversation_id,)).fetchone()["last_active_at"]
+
+
+def open_world(url: str) -> World:
+    return World(url=url, conn=connect(url, autocommit=True))
+
+
+def client(url: str, **overrides) -> TestClient:
+    settings = Settings(database_url=url, **overrides)
+    return TestClient(create_app(settings, url), raise_server_exceptions=False)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
