@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from prometheus_client import Counter, Histogram
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..config import Settings
@@ -22,6 +24,42 @@ LATENCY = Histogram(
     "backscroll_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+
+
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes: by Content-Length before reading anything, and by
+    counting what arrives, since a chunked request declares no length at all."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app = app
+        self.limit = limit
+
+    def _error(self) -> HTTPException:
+        return HTTPException(413, f"request bodies are limited to {self.limit} bytes")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
+                response = errors.error_response(413, "too_large", self._error().detail)
+                await response(scope, receive, send)
+                return
+        received = 0
+
+        async def counted():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    # FastAPI re-raises an HTTPException met while reading the body; the
+                    # exception handlers answer it as JSON.
+                    raise self._error()
+            return message
+
+        await self.app(scope, counted, send)
 
 
 def create_app(settings: Settings, database_url: str) -> FastAPI:
@@ -46,12 +84,10 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     )
     errors.install(app)
     app.include_router(router)
+    app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
 
-    @app.middleware("http")
-    async def guard_and_measure(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_REQUEST_BYTES):
-            return errors.error_response(413, "too_large", f"request bodies are limited to {MAX_REQUEST_BYTES} bytes")
+    @app.middleware("http")  # added last, so it is outermost and measures every answer
+    async def measure(request: Request, call_next):
         started = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")

@@ -18,12 +18,21 @@ log = logging.getLogger("backscroll.api")
 
 def error_response(status: int, code: str, message: str, **extra) -> JSONResponse:
     body = {"error": {"code": code, "message": message, **extra}}
-    return JSONResponse(body, status_code=status, headers={"cache-control": "no-store"})
+    headers = {"cache-control": "no-store"}
+    if status == 401:
+        headers["www-authenticate"] = 'Bearer realm="backscroll"'  # RFC 6750
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _describe(errors: list[dict]) -> tuple[str, list[dict]]:
     details = []
     for err in errors:
+        if err.get("type") == "json_invalid":
+            # Its loc is ("body", character offset): say where, not a field named after a number.
+            where = err.get("loc", ("body", "?"))[-1]
+            reason = (err.get("ctx") or {}).get("error", "JSON decode error")
+            details.append({"field": "body", "problem": f"{reason} at character {where}"})
+            continue
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
         # Never echo the input back: it may be 10 KB, or a secret pasted by mistake.
         details.append({"field": ".".join(loc) or "body", "problem": err.get("msg", "invalid")})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -15,10 +17,30 @@ from ..migrate import schema_version
 from ..sessions import MAX_ID
 from .service import Service, service
 
-# Declares the scheme in OpenAPI; authentication itself happens in Service.session.
-bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
-router = APIRouter(dependencies=[Depends(bearer)])
 
+class AuthenticatedRoute(APIRoute):
+    """A route that authenticates the caller before FastAPI reads the body or validates parameters.
+
+    Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
+    schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
+    token. Service.session authenticates again inside the request's own transaction.
+    """
+
+    def get_route_handler(self):
+        handle = super().get_route_handler()
+
+        async def authenticated(request: Request) -> Response:
+            await run_in_threadpool(service(request).authenticate, request)
+            return await handle(request)
+
+        return authenticated
+
+
+# Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute and Service.session.
+bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
+router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)])
+
+AGENT_SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # as agents.slug is constrained
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 Svc = Annotated[Service, Depends(service)]
 
@@ -35,7 +57,8 @@ def list_sessions(
     request: Request,
     svc: Svc,
     q: Annotated[str | None, Query(description="Words from the title or the conversation; quotes and -word work")] = None,
-    agent: Annotated[str | None, Query(description="Only sessions with this agent (slug)", max_length=63)] = None,
+    agent: Annotated[str | None, Query(description="Only sessions with this agent (slug)", max_length=63,
+                                       pattern=AGENT_SLUG)] = None,
     before: Annotated[str | None, Query(description="The `next` cursor of the previous page")] = None,
     limit: Annotated[int | None, Query(description="Page size; clamped to 1..100")] = None,
 ):

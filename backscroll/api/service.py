@@ -29,6 +29,11 @@ class Service:
             excerpt_words=settings.excerpt_words,
         )
 
+    def authenticate(self, request: Request) -> Principal:
+        """Who is calling (Unauthenticated when nobody valid), in a short transaction of its own."""
+        with self.pool.connection() as conn:
+            return authenticate(conn, request.headers.get("authorization"))
+
     @contextmanager
     def session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
         """One transaction for the request, opened only for an authenticated caller of an allowed kind."""

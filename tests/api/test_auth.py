@@ -1,0 +1,185 @@
+"""Every endpoint authenticates, before it looks at the request, and each accepts only its kinds of token.
+
+The routes are enumerated from the application, so a route added later is covered here without
+anyone remembering to: it must also be declared in ALLOWED (with a valid sample request), or
+`test_every_route_is_declared` fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from backscroll.auth import digest, revoke_token
+from tests.api.support import api_routes, assert_error, conversation_body, fill, snapshot
+from tests.world import bearer, client
+
+KINDS = ("reader", "runtime", "ingest", "admin")
+EVERYONE = frozenset(KINDS)
+
+ALLOWED: dict[tuple[str, str], frozenset[str]] = {
+    ("GET", "/v1/agent-sessions"): frozenset({"reader"}),
+    ("GET", "/v1/agent-sessions/{session_id}"): frozenset({"reader"}),
+    ("POST", "/v1/conversations"): frozenset({"ingest"}),
+    ("POST", "/v1/conversations/{conversation_id}/messages"): frozenset({"ingest"}),
+    ("PATCH", "/v1/messages/{message_id}"): frozenset({"ingest"}),
+    ("DELETE", "/v1/messages/{message_id}"): frozenset({"ingest"}),
+    ("DELETE", "/v1/conversations/{conversation_id}"): frozenset({"ingest"}),
+    ("GET", "/v1/whoami"): EVERYONE,
+    ("GET", "/v1/status"): frozenset({"admin"}),
+    ("GET", "/v1/openapi.json"): EVERYONE,
+    ("GET", "/metrics"): frozenset({"admin"}),
+}
+
+ROUTES = api_routes()
+
+UNKNOWN_TOKEN = "bks_reader_" + "Q" * 43
+
+# Authorization headers that identify nobody (values are bytes so non-ASCII can be sent as-is).
+BAD_HEADERS: dict[str, dict] = {
+    "no header": {},
+    "empty header": {"Authorization": ""},
+    "basic scheme": {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="},
+    "scheme only": {"Authorization": "Bearer"},
+    "scheme and blanks": {"Authorization": "Bearer    "},
+    "token without scheme": {"Authorization": UNKNOWN_TOKEN},
+    "other scheme": {"Authorization": f"Token {UNKNOWN_TOKEN}"},
+    "two words": {"Authorization": f"Bearer {UNKNOWN_TOKEN} extra"},
+    "unknown token": bearer(UNKNOWN_TOKEN),
+    "overlong token": bearer("bks_" + "x" * 10_000),
+    "non-ASCII token": {"Authorization": "Bearer bks_reader_\xe9\xe8".encode("latin-1")},
+}
+
+
+def _fixture(world):
+    """A conversation with a streaming message, and a valid token of each kind."""
+    conv = world.conversation("acme", "concierge", "thread-1", "Rose Room booking", creator="alice")
+    msg = world.message("acme", conv, "The Rose ", role="assistant", state="streaming")
+    tokens = {
+        "reader": world.token("reader", "acme", actor="alice"),
+        "runtime": world.token("runtime", "acme"),
+        "ingest": world.token("ingest", "acme"),
+        "admin": world.token("admin"),
+    }
+    return conv, msg, tokens
+
+
+def _sample(method: str, template: str, conv: int, msg: int) -> tuple[str, dict | None]:
+    """A request to this route that its own kind of token may make successfully."""
+    ident = msg if template.startswith("/v1/messages/") else conv
+    path = fill(template, ident)
+    body = {
+        ("POST", "/v1/conversations"): conversation_body("thread-2", "Another"),
+        ("POST", "/v1/conversations/{conversation_id}/messages"): {"role": "user", "body": "hello"},
+        ("PATCH", "/v1/messages/{message_id}"): {"append": "Room"},
+    }.get((method, template))
+    return path, body
+
+
+def test_every_route_is_declared():
+    assert ROUTES, "route enumeration found nothing"
+    assert set(ROUTES) == set(ALLOWED), (
+        "routes and their allowed token kinds differ; declare new routes in ALLOWED: "
+        f"undeclared {set(ROUTES) - set(ALLOWED)}, gone {set(ALLOWED) - set(ROUTES)}"
+    )
+
+
+def _revoke(world, secret: str) -> None:
+    row = world.conn.execute("select id from api_tokens where digest = %s", (digest(secret),)).fetchone()
+    assert revoke_token(world.conn, row["id"])
+
+
+@pytest.mark.parametrize("method,template", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_no_valid_token_is_401_before_anything_else(db_url, world, method, template):
+    conv, msg, tokens = _fixture(world)
+    revoked = tokens[sorted(ALLOWED[(method, template)])[0]]
+    path, body = _sample(method, template, conv, msg)
+    # Without a body, with a valid one, with one that is not JSON, and with an id that is not one:
+    # 401 each time, so a caller without a token learns nothing about the schema or what exists.
+    attempts = [(path, {}), (path, {"content": b"{not json", "headers": {"content-type": "application/json"}})]
+    if body is not None:
+        attempts.append((path, {"json": body}))
+    if "{" in template:
+        attempts.append((fill(template, "abc"), {}))
+    with client(db_url) as http:
+        assert http.get("/v1/whoami", headers=bearer(revoked)).status_code == 200
+        _revoke(world, revoked)
+        before = snapshot(world.conn)
+        for name, auth in {**BAD_HEADERS, "revoked token": bearer(revoked)}.items():
+            for url, kwargs in attempts:
+                headers = {**auth, **kwargs.get("headers", {})}
+                r = http.request(method, url, headers=headers, **{k: v for k, v in kwargs.items() if k != "headers"})
+                error = assert_error(r, 401, "unauthenticated")
+                assert "details" not in error, (name, url, kwargs, error)
+                assert r.headers.get("www-authenticate", "").lower().startswith("bearer"), (name, r.headers)
+        assert snapshot(world.conn) == before
+
+
+@pytest.mark.parametrize("method,template", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_wrong_kind_of_token_is_403_and_changes_nothing(db_url, world, method, template):
+    conv, msg, tokens = _fixture(world)
+    allowed = ALLOWED[(method, template)]
+    path, body = _sample(method, template, conv, msg)
+    with client(db_url) as http:
+        before = snapshot(world.conn)
+        for kind in KINDS:
+            if kind in allowed:
+                continue
+            r = http.request(method, path, headers=bearer(tokens[kind]), json=body)
+            error = assert_error(r, 403, "forbidden")
+            assert kind in error["message"], error
+        assert snapshot(world.conn) == before
+        # The same request with an allowed kind succeeds: the 403 was about the kind alone.
+        for kind in sorted(allowed):
+            r = http.request(method, path, headers=bearer(tokens[kind]), json=body)
+            assert r.status_code < 300, (kind, r.status_code, r.text)
+
+
+def test_scheme_is_case_insensitive_and_whoami_describes_the_token(db_url, world):
+    world.conversation("acme", "concierge", "t", creator="alice")
+    token = world.token("reader", "acme", actor="alice", agents=["concierge"])
+    with client(db_url) as http:
+        r = http.get("/v1/whoami", headers={"Authorization": f"bearer {token}"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["kind"] == "reader"
+    assert body["workspace_id"] == world.workspace("acme")
+    assert body["agent_ids"] == [world.agent_id("acme", "concierge")]
+    assert token not in r.text
+
+
+def test_openapi_needs_a_token_and_documents_the_api(db_url, world):
+    token = world.token("ingest", "acme")
+    with client(db_url) as http:
+        assert_error(http.get("/v1/openapi.json"), 401, "unauthenticated")
+        r = http.get("/v1/openapi.json", headers=bearer(token))
+        # FastAPI's own documentation pages are not served at all.
+        for public in ("/docs", "/redoc", "/openapi.json"):
+            assert http.get(public).status_code in (401, 404)
+    assert r.status_code == 200, r.text
+    schema = r.json()
+    assert "/v1/agent-sessions" in schema["paths"]
+    assert "/v1/conversations" in schema["paths"]
+    assert "/v1/openapi.json" not in schema["paths"]
+
+
+def test_metrics_for_admin_is_prometheus_text(db_url, world):
+    admin = world.token("admin")
+    with client(db_url) as http:
+        http.get("/v1/whoami", headers=bearer(admin))
+        r = http.get("/metrics", headers=bearer(admin))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain")
+    assert "# TYPE backscroll_http_requests_total counter" in r.text
+    assert 'backscroll_http_requests_total{method="GET",route="/v1/whoami",status="200"}' in r.text
+    assert "backscroll_http_request_duration_seconds_bucket" in r.text
+
+
+def test_status_for_admin(db_url, world):
+    admin = world.token("admin")
+    with client(db_url) as http:
+        r = http.get("/v1/status", headers=bearer(admin))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    applied = world.conn.execute("select max(version) as v from backscroll_migrations").fetchone()["v"]
+    assert body["schema_version"] == applied
+    assert body["mode"] in ("lexical", "hybrid", "degraded")
