@@ -245,6 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, BackscrollError):
             print(f"backscroll: {exc.message}", file=sys.stderr)
             return 1
+        import psycopg
+
+        # Input the database refuses (a slug its check rejects, an unknown text search
+        # configuration) is the person's to fix, not a crash.
+        if isinstance(exc, psycopg.errors.IntegrityError | psycopg.errors.DataError | psycopg.errors.UndefinedObject):
+            print(f"backscroll: rejected by the database: {exc.diag.message_primary}", file=sys.stderr)
+            return 1
         raise
 
 

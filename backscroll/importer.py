@@ -44,6 +44,15 @@ def _reason(exc: Exception) -> str:
     raise exc
 
 
+def _parse(data: bytes) -> object:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, 100,000 nested brackets
+        raise BackscrollError(f"not valid JSON: {str(exc).split(':')[0]}") from None
+
+
 def import_stream(
     conn: psycopg.Connection,
     stream: BinaryIO,
@@ -62,7 +71,7 @@ def import_stream(
         report.lines += 1
         raw = data.decode("utf-8", errors="replace")
         try:
-            line = ingest.ImportLine.model_validate(json.loads(data.decode("utf-8")))
+            line = ingest.ImportLine.model_validate(_parse(data))
             slug = line.workspace or default_workspace
             if slug is None:
                 raise BackscrollError("no workspace: give `workspace` on the line or --workspace")

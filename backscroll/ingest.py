@@ -25,13 +25,22 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def _encodable(value: str) -> str:
+    # JSON can spell a lone UTF-16 surrogate ("\ud800"); PostgreSQL cannot store one.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"must be valid Unicode (lone surrogate at character {exc.start})") from None
+    return value
+
+
 def _not_future(value: datetime | None) -> datetime | None:
     if value is not None and value > datetime.now(timezone.utc) + MAX_CLOCK_SKEW:
         raise ValueError("is in the future")
     return value
 
 
-Text = Annotated[str, AfterValidator(_no_nul)]
+Text = Annotated[str, AfterValidator(_no_nul), AfterValidator(_encodable)]
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 ExternalId = Annotated[Text, Field(min_length=1, max_length=256)]
 Timestamp = Annotated[AwareDatetime, AfterValidator(_not_future)]
@@ -352,6 +361,12 @@ def delete_conversation(conn: psycopg.Connection, workspace_id: int, conversatio
 
 def import_line(conn: psycopg.Connection, workspace_id: int, line: ImportLine) -> tuple[int, int]:
     """One import line: a conversation and its messages. Returns (conversation id, messages created)."""
+    if line.created_at is None:
+        # History began with its first message, not when it was imported: otherwise every
+        # imported conversation would read as active today, in file order.
+        stamps = [m.created_at for m in line.messages if m.created_at is not None]
+        if stamps:
+            line = line.model_copy(update={"created_at": min(stamps)})
     conv_id, _ = upsert_conversation(conn, workspace_id, line)
     created = 0
     for msg in line.messages:

@@ -122,10 +122,12 @@ end $$;
 create function backscroll_recompute_conversations() returns trigger
 language plpgsql as $$
 begin
+    -- The same value inserts maintain: the newest message, but never before the conversation
+    -- began (greatest() skips the NULL of a conversation left without messages).
     update conversations c
-       set last_active_at = coalesce(
-               (select max(m.updated_at) from messages m where m.conversation_id = c.id),
-               c.created_at)
+       set last_active_at = greatest(
+               c.created_at,
+               (select max(m.updated_at) from messages m where m.conversation_id = c.id))
      where c.id in (select distinct conversation_id from changed);
     return null;
 end $$;

@@ -61,8 +61,11 @@ def failing_tests(tree: Path, report: Path) -> list[str]:
                            env=env, check=True, capture_output=True, text=True).stdout.strip()
     if not where.startswith(str(tree)):
         raise SystemExit(f"the mutated copy is not what gets imported ({where}); the check would prove nothing")
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-q",
-                    f"--junitxml={report}", *SUITES], cwd=tree, env=env, capture_output=True, text=True)
+    # A basetemp of its own: pytest prunes old run directories under /tmp/pytest-of-*, which
+    # would pull a live embedded PostgreSQL out from under a concurrent run.
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    f"--basetemp={report.parent / 'pytest'}", f"--junitxml={report}", *SUITES],
+                   cwd=tree, env=env, capture_output=True, text=True)
     if not report.exists():
         raise SystemExit("pytest produced no report")
     failed = []

@@ -1,0 +1,184 @@
+"""Forward-only migrations: in order, once, under an advisory lock, refusing edited history."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from backscroll.errors import MigrationError
+from backscroll.migrate import ADVISORY_LOCK_ID, load_migrations, migrate, migrations_root, schema_version
+
+SQL_FILES = sorted(p.name for p in migrations_root().glob("*.sql"))
+
+
+def _ledger(url: str) -> list[tuple[int, str, str]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select version, name, checksum from backscroll_migrations order by version").fetchall()
+
+
+def _exists(url: str, table: str) -> bool:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select to_regclass(%s) is not null", (table,)).fetchone()[0]
+
+
+@pytest.fixture
+def sql_copy(tmp_path) -> Path:
+    directory = tmp_path / "sql"
+    shutil.copytree(migrations_root(), directory)
+    return directory
+
+
+def test_the_checkout_has_migrations_numbered_without_gaps():
+    versions = [m.version for m in load_migrations()]
+    assert len(versions) >= 3
+    assert versions == list(range(1, len(versions) + 1))
+    assert len(SQL_FILES) == len(versions)
+
+
+def test_empty_database_gets_every_file_in_order(empty_db_url):
+    applied = migrate(empty_db_url)
+    expected = load_migrations()
+    assert [(m.version, m.name) for m in applied] == [(m.version, m.name) for m in expected]
+    assert [f"{m.version:04d}_{m.name}.sql" for m in applied] == SQL_FILES
+    assert _ledger(empty_db_url) == [(m.version, m.name, m.checksum) for m in expected]
+    with psycopg.connect(empty_db_url) as conn:
+        assert schema_version(conn) == expected[-1].version
+        # applied one after another, each in its own transaction: applied_at never decreases
+        stamps = [r[0] for r in conn.execute("select applied_at from backscroll_migrations order by version")]
+    assert stamps == sorted(stamps)
+    for table in ("workspaces", "conversations", "messages", "message_search", "api_tokens"):
+        assert _exists(empty_db_url, table), table
+
+
+def test_rerun_is_a_no_op(db_url):
+    before = _ledger(db_url)
+    assert migrate(db_url) == []
+    assert migrate(db_url) == []
+    assert _ledger(db_url) == before
+
+
+def test_extensions_are_installed(db_url):
+    with psycopg.connect(db_url) as conn:
+        names = {r[0] for r in conn.execute("select extname from pg_extension")}
+        assert {"vector", "pg_trgm", "btree_gin"} <= names
+        # and they work
+        assert conn.execute("select '[1,2,3]'::vector <-> '[1,2,4]'::vector").fetchone()[0] == 1.0
+        assert conn.execute("select similarity('rose room', 'rose room')").fetchone()[0] == 1.0
+
+
+def test_installation_key_is_created_once(db_url):
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute("select key from backscroll_installation").fetchall()
+    assert len(rows) == 1
+    assert len(bytes(rows[0][0])) == 32
+    migrate(db_url)
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("select key from backscroll_installation").fetchall() == rows
+
+
+def test_changed_applied_migration_is_refused(empty_db_url, sql_copy):
+    assert len(migrate(empty_db_url, directory=sql_copy)) == len(SQL_FILES)
+    edited = sql_copy / SQL_FILES[1]
+    edited.write_text(edited.read_text() + "\n-- a harmless-looking edit\n")
+    # a new migration after the edited one must not be applied either
+    (sql_copy / "0999_after_the_edit.sql").write_text("create table after_the_edit (id int);\n")
+    with pytest.raises(MigrationError) as info:
+        migrate(empty_db_url, directory=sql_copy)
+    message = info.value.message
+    assert SQL_FILES[1] in message
+    assert "changed" in message and "forward-only" in message
+    assert not _exists(empty_db_url, "after_the_edit")
+    # restoring the file lets the new migration through
+    shutil.copy(migrations_root() / SQL_FILES[1], edited)
+    assert [m.version for m in migrate(empty_db_url, directory=sql_copy)] == [999]
+    assert _exists(empty_db_url, "after_the_edit")
+
+
+def test_new_migration_is_applied_alone(db_url, sql_copy):
+    (sql_copy / "0998_more.sql").write_text("create table more_things (id int);\n")
+    applied = migrate(db_url, directory=sql_copy)
+    assert [(m.version, m.name) for m in applied] == [(998, "more")]
+    assert _exists(db_url, "more_things")
+    assert migrate(db_url, directory=sql_copy) == []
+
+
+def test_failed_migration_leaves_nothing_and_is_not_recorded(db_url, sql_copy):
+    (sql_copy / "0998_broken.sql").write_text(
+        "create table half_done (id int);\ninsert into half_done values ('not a number');\n"
+    )
+    with pytest.raises(MigrationError) as info:
+        migrate(db_url, directory=sql_copy)
+    assert "0998_broken.sql" in info.value.message
+    assert not _exists(db_url, "half_done")
+    assert 998 not in [r[0] for r in _ledger(db_url)]
+    # fixed, it applies
+    (sql_copy / "0998_broken.sql").write_text("create table half_done (id int);\n")
+    assert [m.version for m in migrate(db_url, directory=sql_copy)] == [998]
+
+
+def test_no_transaction_migration_can_build_an_index_concurrently(db_url, sql_copy):
+    (sql_copy / "0998_concurrently.sql").write_text(
+        "-- backscroll: no-transaction\ncreate index concurrently messages_by_body_length on messages (length(body));\n"
+    )
+    assert [m.version for m in migrate(db_url, directory=sql_copy)] == [998]
+    assert _exists(db_url, "messages_by_body_length")
+
+
+def test_duplicate_version_numbers_are_refused(tmp_path):
+    (tmp_path / "0001_one.sql").write_text("select 1;")
+    (tmp_path / "0001_other.sql").write_text("select 2;")
+    with pytest.raises(MigrationError):
+        load_migrations(tmp_path)
+
+
+def test_files_not_named_like_migrations_are_ignored(tmp_path):
+    (tmp_path / "0002_second.sql").write_text("select 2;")
+    (tmp_path / "0001_first.sql").write_text("select 1;")
+    (tmp_path / "README.md").write_text("notes")
+    (tmp_path / "0003_Upper.sql").write_text("select 3;")
+    (tmp_path / "draft.sql").write_text("select 4;")
+    assert [(m.version, m.name) for m in load_migrations(tmp_path)] == [(1, "first"), (2, "second")]
+
+
+def test_concurrent_migrate_waits_for_the_lock(empty_db_url):
+    """A second migrate blocks on the advisory lock, then finds nothing to do."""
+    results: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        try:
+            results[name] = migrate(empty_db_url)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertions below
+            results[name] = exc
+
+    with psycopg.connect(empty_db_url, autocommit=True) as holder:
+        holder.execute("select pg_advisory_lock(%s)", (ADVISORY_LOCK_ID,))
+        first = threading.Thread(target=run, args=("first",))
+        second = threading.Thread(target=run, args=("second",))
+        first.start()
+        second.start()
+        # both are parked on the lock: nothing applied, two backends waiting on it
+        deadline = time.monotonic() + 10
+        waiting = 0
+        while time.monotonic() < deadline:
+            waiting = holder.execute(
+                "select count(*) from pg_locks where locktype = 'advisory' and not granted "
+                "and database = (select oid from pg_database where datname = current_database())"
+            ).fetchone()[0]
+            if waiting == 2:
+                break
+            time.sleep(0.02)
+        assert waiting == 2
+        assert first.is_alive() and second.is_alive()
+        assert holder.execute("select to_regclass('backscroll_migrations')").fetchone()[0] is None
+        holder.execute("select pg_advisory_unlock(%s)", (ADVISORY_LOCK_ID,))
+    first.join(30)
+    second.join(30)
+    assert not first.is_alive() and not second.is_alive()
+    outcomes = sorted((len(r) if isinstance(r, list) else repr(r)) for r in results.values())
+    assert outcomes == [0, len(SQL_FILES)], results
+    assert [r[0] for r in _ledger(empty_db_url)] == list(range(1, len(SQL_FILES) + 1))
