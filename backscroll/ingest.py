@@ -129,6 +129,17 @@ class ConversationIn(Strict):
         return self
 
 
+class Evidence(Strict):
+    kind: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")] = Field(
+        description="Where the message came from: connector_event, import, agent_reply, ...")
+    reference: Annotated[Text, Field(max_length=512)] | None = Field(
+        default=None, description="The source's own id for it (an event id, a file and line)")
+
+
+DEFAULT_EVIDENCE = Evidence(kind="ingest")
+MAX_PROVENANCE_IDS = 10_000
+
+
 class MessageIn(Strict):
     external_id: ExternalId | None = None
     role: Role
@@ -137,6 +148,17 @@ class MessageIn(Strict):
     state: State = State.finished
     audience: Audience | None = Field(default=None, description="Defaults to the conversation's audience.")
     created_at: Timestamp | None = None
+    evidence: Evidence | None = Field(
+        default=DEFAULT_EVIDENCE,
+        description=("Structured source evidence. Defaults to {\"kind\": \"ingest\"}: it arrived through an "
+                     "authenticated connector. Explicit null records none, and a message without evidence "
+                     "is never eligible for search_history."))
+    history_message_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        default_factory=list, max_length=MAX_PROVENANCE_IDS,
+        description="Provenance of an agent reply: the history messages it was built from.")
+    memory_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        default_factory=list, max_length=MAX_PROVENANCE_IDS,
+        description="Provenance of an agent reply: the memories it was built from.")
 
 
 class MessagePatch(Strict):
@@ -206,18 +228,36 @@ select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.aud
 """
 INSERT_MESSAGE = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
-                      audience_kind, audience_namespace, audience_readers, created_at, updated_at)
+                      audience_kind, audience_namespace, audience_readers, created_at, updated_at,
+                      history_message_ids, memory_ids)
 values (%(conversation_id)s, %(external_id)s, %(speaker_actor_id)s, %(role)s, %(body)s, %(state)s,
         %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s,
-        coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()))
+        coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()),
+        %(history_message_ids)s::bigint[], %(memory_ids)s::bigint[])
 on conflict (conversation_id, external_id) do update
    set body = excluded.body, state = excluded.state, role = excluded.role,
        speaker_actor_id = excluded.speaker_actor_id
- where (messages.body, messages.state, messages.role, messages.speaker_actor_id)
+ where messages.state = 'streaming'
+   and (messages.body, messages.state, messages.role, messages.speaker_actor_id)
        is distinct from (excluded.body, excluded.state, excluded.role, excluded.speaker_actor_id)
 returning id, (xmax = 0) as created
 """
-SELECT_MESSAGE_BY_KEY = "select id from messages where conversation_id = %(conversation_id)s and external_id = %(external_id)s"
+# A replayed message is a no-op; only a streaming one may still change through a replay.
+SELECT_MESSAGE_BY_KEY = """
+select id, state::text as state,
+       (body, role, speaker_actor_id) is not distinct from (%(body)s, %(role)s::message_role, %(speaker_actor_id)s::bigint)
+       and state::text = %(state)s as same
+  from messages where conversation_id = %(conversation_id)s and external_id = %(external_id)s
+"""
+INSERT_EVIDENCE = """
+insert into message_source_evidence (message_id, kind, reference) values (%(id)s, %(kind)s, %(reference)s)
+on conflict (message_id) do nothing
+"""
+COUNT_WORKSPACE_MESSAGES = """
+select count(*) as n from messages m join conversations c on c.id = m.conversation_id
+ where m.id = any(%(ids)s::bigint[]) and c.workspace_id = %(workspace_id)s
+"""
+COUNT_WORKSPACE_MEMORIES = "select count(*) as n from memories where id = any(%(ids)s::bigint[]) and workspace_id = %(workspace_id)s"
 SELECT_MESSAGE_FOR_WRITE = """
 select m.id, m.state::text as state
   from messages m join conversations c on c.id = m.conversation_id
@@ -317,6 +357,9 @@ def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id:
         "audience_namespace": conv["audience_namespace"],
         "audience_readers": conv["audience_readers"],
     }
+    history = sorted(set(msg.history_message_ids))
+    memories = sorted(set(msg.memory_ids))
+    check_provenance(conn, workspace_id, history, memories)
     params = {
         "conversation_id": conversation_id,
         "external_id": msg.external_id,
@@ -325,13 +368,34 @@ def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id:
         "body": msg.body,
         "state": msg.state.value,
         "created_at": msg.created_at,
+        "history_message_ids": history,
+        "memory_ids": memories,
         **_audience_params(msg.audience, namespace, inherited),
     }
     row = conn.execute(INSERT_MESSAGE, params).fetchone()
     if row is None:
-        row = conn.execute(SELECT_MESSAGE_BY_KEY, params).fetchone()
-        return row["id"], False
+        existing = conn.execute(SELECT_MESSAGE_BY_KEY, params).fetchone()
+        if not existing["same"]:
+            raise Conflict(f"message {msg.external_id!r} is finished and can no longer change",
+                           code="message_finished")
+        return existing["id"], False
+    if row["created"] and msg.evidence is not None:
+        conn.execute(INSERT_EVIDENCE, {"id": row["id"], "kind": msg.evidence.kind,
+                                       "reference": msg.evidence.reference})
     return row["id"], bool(row["created"])
+
+
+def check_provenance(conn: psycopg.Connection, workspace_id: int, history: list[int], memories: list[int]) -> None:
+    """Provenance may only name messages and memories of the same workspace."""
+    if history:
+        found = conn.execute(COUNT_WORKSPACE_MESSAGES, {"ids": history, "workspace_id": workspace_id}).fetchone()["n"]
+        if found != len(history):
+            raise BadRequest("history_message_ids: every id must be a message of this workspace",
+                             code="unknown_provenance")
+    if memories:
+        found = conn.execute(COUNT_WORKSPACE_MEMORIES, {"ids": memories, "workspace_id": workspace_id}).fetchone()["n"]
+        if found != len(memories):
+            raise BadRequest("memory_ids: every id must be a memory of this workspace", code="unknown_provenance")
 
 
 def patch_message(conn: psycopg.Connection, workspace_id: int, message_id: int, patch: MessagePatch) -> dict:

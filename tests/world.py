@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 from fastapi.testclient import TestClient
 
-from backscroll import ingest
+from backscroll import ingest, links, turns
 from backscroll.api import create_app
 from backscroll.auth import TokenKind, create_token
 from backscroll.config import Settings
@@ -60,11 +60,29 @@ class World:
         return conv_id
 
     def message(self, ws: str, conversation_id: int, body: str, *, role: str = "user", minute: float = 1,
-                state: str = "finished", speaker: str | None = None, external_id: str | None = None) -> int:
+                state: str = "finished", speaker: str | None = None, external_id: str | None = None,
+                audience: dict | None = None, evidence: bool = True, history: list[int] = (),
+                memories: list[int] = ()) -> int:
         msg = ingest.MessageIn(role=role, body=body, state=state, created_at=at(minute), external_id=external_id,
-                               speaker=ingest.ActorRef(external_id=speaker) if speaker else None)
+                               speaker=ingest.ActorRef(external_id=speaker) if speaker else None,
+                               audience=ingest.Audience(**audience) if audience else None,
+                               evidence=ingest.DEFAULT_EVIDENCE if evidence else None,
+                               history_message_ids=list(history), memory_ids=list(memories))
         msg_id, _ = ingest.append_message(self.conn, self.workspace(ws), conversation_id, msg)
         return msg_id
+
+    def turn(self, ws: str, agent: str, conversation_id: int, *, requester: str | None = None,
+             requester_namespace: str | None = None, answering: int | None = None, loaded: list[int] = ()) -> int:
+        body = turns.TurnIn(
+            agent=agent, conversation_id=conversation_id, answering_message_id=answering,
+            loaded_message_ids=list(loaded),
+            requester=turns.RequesterRef(external_id=requester, namespace=requester_namespace) if requester else None)
+        return turns.register_turn(self.conn, self.workspace(ws), None, body)
+
+    def link(self, ws: str, agent: str, a: tuple[str, str], b: tuple[str, str]) -> int:
+        return links.link(self.conn, self.workspace(ws), links.LinkIn(
+            agent=agent, a=links.ActorKey(namespace=a[0], external_id=a[1]),
+            b=links.ActorKey(namespace=b[0], external_id=b[1]), proof="verified in test"))
 
     def token(self, kind: str, ws: str | None = None, *, actor: str | None = None,
               agents: list[str] | None = None, namespace: str = "web:demo") -> str:

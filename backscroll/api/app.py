@@ -14,6 +14,7 @@ from .. import __version__
 from ..config import Settings
 from ..db import make_pool
 from . import errors
+from . import history_routes
 from .routes import router
 from .service import Service
 
@@ -84,6 +85,7 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     )
     errors.install(app)
     app.include_router(router)
+    app.include_router(history_routes.router)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
 
     @app.middleware("http")  # added last, so it is outermost and measures every answer

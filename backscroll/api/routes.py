@@ -10,7 +10,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .. import ingest, sessions
+from .. import ingest, links, memories, sessions
 from ..auth import TokenKind
 from ..errors import BadRequest
 from ..migrate import schema_version
@@ -154,3 +154,23 @@ def metrics(request: Request, svc: Svc):
     with svc.session(request, TokenKind.admin):
         pass
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.post("/v1/memories", tags=["ingest"], status_code=201, summary="Store a memory with its audience and sources")
+def import_memory(request: Request, svc: Svc, body: memories.MemoryImport):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        return {"id": memories.import_memory(conn, principal.workspace_id, body)}
+
+
+@router.post("/v1/identity-links", tags=["ingest"], status_code=201,
+             summary="Record that two actors were proved to be one person, in one agent's perspective")
+def link_identities(request: Request, svc: Svc, body: links.LinkIn):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        return {"id": links.link(conn, principal.workspace_id, body)}
+
+
+@router.post("/v1/identity-links/{link_id}/revoke", tags=["ingest"], summary="Separate two linked actors again")
+def revoke_link(request: Request, svc: Svc, link_id: Id):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        links.revoke(conn, principal.workspace_id, link_id)
+    return {"id": link_id, "revoked": True}

@@ -28,6 +28,15 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/status"): frozenset({"admin"}),
     ("GET", "/v1/openapi.json"): EVERYONE,
     ("GET", "/metrics"): frozenset({"admin"}),
+    ("POST", "/v1/memories"): frozenset({"ingest"}),
+    ("POST", "/v1/identity-links"): frozenset({"ingest"}),
+    ("POST", "/v1/identity-links/{link_id}/revoke"): frozenset({"ingest"}),
+    ("POST", "/v1/turns"): frozenset({"runtime"}),
+    ("POST", "/v1/tools/search_history"): frozenset({"runtime"}),
+    ("POST", "/v1/turns/{turn_id}/reply"): frozenset({"runtime"}),
+    ("POST", "/v1/turns/{turn_id}/memories"): frozenset({"runtime"}),
+    ("POST", "/v1/turns/{turn_id}/recheck"): frozenset({"runtime"}),
+    ("GET", "/v1/turns/{turn_id}/trace"): frozenset({"runtime", "admin"}),
 }
 
 ROUTES = api_routes()
@@ -51,26 +60,45 @@ BAD_HEADERS: dict[str, dict] = {
 
 
 def _fixture(world):
-    """A conversation with a streaming message, and a valid token of each kind."""
+    """A conversation with a streaming message, a turn, an identity link, and a valid token of each kind."""
     conv = world.conversation("acme", "concierge", "thread-1", "Rose Room booking", creator="alice")
     msg = world.message("acme", conv, "The Rose ", role="assistant", state="streaming")
+    world.actor_id("acme", "web:demo", "bob")
+    world.actor_id("acme", "slack:acme", "U1")
+    ids = {"conv": conv, "msg": msg, "turn": world.turn("acme", "concierge", conv, loaded=[msg]),
+           "link": world.link("acme", "concierge", ("web:demo", "alice"), ("web:demo", "bob"))}
     tokens = {
         "reader": world.token("reader", "acme", actor="alice"),
         "runtime": world.token("runtime", "acme"),
         "ingest": world.token("ingest", "acme"),
         "admin": world.token("admin"),
     }
-    return conv, msg, tokens
+    return ids, ids["msg"], tokens
 
 
-def _sample(method: str, template: str, conv: int, msg: int) -> tuple[str, dict | None]:
+def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict | None]:
     """A request to this route that its own kind of token may make successfully."""
-    ident = msg if template.startswith("/v1/messages/") else conv
+    if "{turn_id}" in template:
+        ident = ids["turn"]
+    elif "{link_id}" in template:
+        ident = ids["link"]
+    elif template.startswith("/v1/messages/"):
+        ident = ids["msg"]
+    else:
+        ident = ids["conv"]
     path = fill(template, ident)
     body = {
         ("POST", "/v1/conversations"): conversation_body("thread-2", "Another"),
         ("POST", "/v1/conversations/{conversation_id}/messages"): {"role": "user", "body": "hello"},
         ("PATCH", "/v1/messages/{message_id}"): {"append": "Room"},
+        ("POST", "/v1/memories"): {"agent": "concierge", "body": "Alice likes the Rose Room",
+                                   "audience": {"kind": "public"}},
+        ("POST", "/v1/identity-links"): {"agent": "concierge", "a": {"namespace": "web:demo", "external_id": "alice"},
+                                         "b": {"namespace": "slack:acme", "external_id": "U1"}, "proof": "otp-1"},
+        ("POST", "/v1/turns"): {"agent": "concierge", "conversation_id": ids["conv"]},
+        ("POST", "/v1/tools/search_history"): {"turn_id": ids["turn"], "query": "rose"},
+        ("POST", "/v1/turns/{turn_id}/reply"): {"body": "It is booked."},
+        ("POST", "/v1/turns/{turn_id}/memories"): {"body": "The Rose Room", "source_message_ids": [ids["msg"]]},
     }.get((method, template))
     return path, body
 

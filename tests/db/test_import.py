@@ -121,17 +121,29 @@ def test_rerunning_the_same_file_creates_nothing(conn):
     assert conn.execute("select id, last_active_at, updated_at from conversations order by id").fetchall() == stamps
 
 
-def test_a_changed_line_updates_in_place(conn):
+def test_a_line_that_rewrites_a_finished_message_is_rejected_whole(conn):
+    """A finished message is final (as PATCH says): a re-import that changes one is refused,
+    and nothing else of that line lands either."""
     importer.import_stream(conn, io.BytesIO(jsonl(conversation("c1", message("m1", "rose")))), default_workspace=WS)
     before = counts(conn)
     changed = conversation("c1", message("m1", "tulip"), message("m2", "new"), title="Renamed")
     report = importer.import_stream(conn, io.BytesIO(jsonl(changed)), default_workspace=WS)
-    assert report.messages_created == 1
+    assert report.messages_created == 0
+    assert [(n, "finished" in reason) for n, reason in report.rejected] == [(1, True)]
+    assert counts(conn) == before
+    assert conn.execute("select title from conversations").fetchone()["title"] != "Renamed"
+    assert {r["body"] for r in conn.execute("select body from messages")} == {"rose"}
+
+
+def test_a_changed_line_updates_the_conversation_and_adds_messages(conn):
+    importer.import_stream(conn, io.BytesIO(jsonl(conversation("c1", message("m1", "rose")))), default_workspace=WS)
+    before = counts(conn)
+    changed = conversation("c1", message("m1", "rose"), message("m2", "new"), title="Renamed")
+    report = importer.import_stream(conn, io.BytesIO(jsonl(changed)), default_workspace=WS)
+    assert report.messages_created == 1 and report.rejected == []
     assert counts(conn) == {**before, "messages": before["messages"] + 1, "documents": before["documents"] + 1}
-    row = conn.execute("select title from conversations").fetchone()
-    assert row["title"] == "Renamed"
-    bodies = {r["body"] for r in conn.execute("select body from messages")}
-    assert bodies == {"tulip", "new"}
+    assert conn.execute("select title from conversations").fetchone()["title"] == "Renamed"
+    assert {r["body"] for r in conn.execute("select body from messages")} == {"rose", "new"}
 
 
 def _utc(*parts: int) -> datetime:

@@ -1,0 +1,56 @@
+"""Agent-facing endpoints: turns, search_history, replies, memories, the pre-delivery recheck."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from .. import history, turns
+from ..audit import query_digest
+from ..auth import TokenKind
+from ..sessions import MAX_ID
+from .routes import AuthenticatedRoute, bearer
+from .service import Service, service
+
+router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)], tags=["history"])
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+Svc = Annotated[Service, Depends(service)]
+
+
+@router.post("/v1/turns", status_code=201, summary="Register a turn: agent, destination, requester, loaded window")
+def register_turn(request: Request, svc: Svc, body: turns.TurnIn):
+    with svc.session(request, TokenKind.runtime) as (conn, principal):
+        turn_id = turns.register_turn(conn, principal.workspace_id, principal.agent_ids, body)
+    return {"id": turn_id}
+
+
+@router.post("/v1/tools/search_history", summary="Search history the turn may disclose into its destination")
+def search_history(request: Request, svc: Svc, body: history.SearchRequest):
+    digest = query_digest(svc.settings, body.query)
+    with svc.session(request, TokenKind.runtime) as (conn, principal):
+        return history.search_history(conn, principal.workspace_id, principal.agent_ids, body, digest)
+
+
+@router.post("/v1/turns/{turn_id}/reply", status_code=201, summary="Store the reply with the turn's evidence as provenance")
+def reply(request: Request, svc: Svc, turn_id: Id, body: turns.ReplyIn):
+    with svc.session(request, TokenKind.runtime) as (conn, principal):
+        return turns.store_reply(conn, principal.workspace_id, principal.agent_ids, turn_id, body)
+
+
+@router.post("/v1/turns/{turn_id}/memories", status_code=201, summary="Form a memory from what the turn saw")
+def memory(request: Request, svc: Svc, turn_id: Id, body: turns.MemoryIn):
+    with svc.session(request, TokenKind.runtime) as (conn, principal):
+        return turns.form_memory(conn, principal.workspace_id, principal.agent_ids, turn_id, body)
+
+
+@router.post("/v1/turns/{turn_id}/recheck", summary="Revalidate everything the reply would disclose, before delivery")
+def recheck(request: Request, svc: Svc, turn_id: Id):
+    with svc.session(request, TokenKind.runtime) as (conn, principal):
+        return turns.recheck(conn, principal.workspace_id, principal.agent_ids, turn_id)
+
+
+@router.get("/v1/turns/{turn_id}/trace", summary="The turn's evidence ledger and its search audit rows")
+def trace(request: Request, svc: Svc, turn_id: Id):
+    with svc.session(request, TokenKind.runtime, TokenKind.admin) as (conn, principal):
+        return turns.trace(conn, principal, turn_id)

@@ -1,0 +1,424 @@
+"""`search_history` for agents: history outside the loaded window, under the disclosure model.
+
+Eligibility is decided in SQL, by the same predicates as loaded history, before anything is
+ranked: source evidence exists, the audience predicate (identity-aware) allows the message into
+the destination conversation's audience, and the lineage walk allows everything it was built
+from. The perspective (the turn's agent) and the destination are bound from the turn; the tool
+takes neither.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from .errors import BadRequest, Conflict, NotFound
+from .ingest import Text
+
+LIMIT_DEFAULT = 8
+LIMIT_MAX = 20
+EVIDENCE_CAP = 400          # distinct messages a turn may hold as evidence
+MESSAGES_PER_HIT = 5        # a hit and up to two neighbours on either side
+NEIGHBOURS = 2
+COUNTING_CEILING = 1000     # audit exclusion counts are exact over this many ranked matches
+MAX_TERMS = 32
+MAX_TERM_CHARS = 128
+TEXT_MAX_CHARS = 4000
+RECENCY_HALF_LIFE_DAYS = 30.0
+WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
+
+
+class ActorFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    external_id: Text = Field(min_length=1, max_length=256)
+    namespace: Text | None = Field(default=None, max_length=200, description="`type:name`; any when omitted")
+
+
+class Filters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    actor: ActorFilter | None = Field(default=None, description="Only messages this person said")
+    requester_only: bool = Field(default=False, description="Only messages the requester said (any linked identity)")
+    conversation_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
+    connector: Text | None = Field(default=None, max_length=200, description="`type:name`")
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    turn_id: int = Field(ge=1, le=2**63 - 1)
+    query: Text = Field(min_length=1, max_length=512)
+    filters: Filters = Field(default_factory=Filters)
+    limit: int | None = Field(default=None, description=f"Hits wanted; default {LIMIT_DEFAULT}, clamped to 1..{LIMIT_MAX}")
+
+
+def split_terms(query: str) -> list[str]:
+    """Quoted phrases stay together; everything else splits on whitespace. Terms are OR'd."""
+    terms: list[str] = []
+    for quoted, bare in re.findall(r'"([^"]*)"|(\S+)', query):
+        term = (quoted or bare).strip().strip('"')
+        if term:
+            terms.append(term[:MAX_TERM_CHARS])
+    return terms[:MAX_TERMS]
+
+
+SELECT_TURN = """
+select t.id, t.workspace_id, t.agent_id, t.conversation_id, t.requester_actor_id, t.reply_message_id,
+       c.audience_kind::text as audience_kind, c.audience_namespace, c.audience_readers,
+       w.ts_config::text as ts_config
+  from turns t
+  join conversations c on c.id = t.conversation_id
+  join workspaces w on w.id = t.workspace_id
+ where t.id = %(turn)s and t.workspace_id = %(ws)s
+   for update of t
+"""
+COUNT_EVIDENCE = "select count(*) as n from turn_evidence where turn_id = %(turn)s"
+SELECT_EVIDENCE_IDS = "select coalesce(array_agg(message_id order by message_id), '{}') as ids from turn_evidence where turn_id = %(turn)s"
+
+# The requester and every identity verifiably linked to them in this perspective.
+RESOLVE_LINKED = """
+select %(actor)s::bigint as id where %(actor)s::bigint is not null
+union
+select case when l.actor_a = %(actor)s then l.actor_b else l.actor_a end
+  from identity_links l
+ where l.agent_id = %(agent)s and l.revoked_at is null
+   and %(actor)s in (l.actor_a, l.actor_b)
+"""
+# An actor filter resolves only through actors this agent's conversations know; an
+# unresolvable filter resolves to nothing (and so returns nothing), never to "anyone".
+RESOLVE_ACTOR = """
+with named as (
+    select a.id from actors a
+     where a.workspace_id = %(ws)s and a.external_id = %(external_id)s
+       and (%(namespace)s::text is null or a.namespace = %(namespace)s)
+       and exists (select 1 from connectors cn where cn.agent_id = %(agent)s and cn.namespace = a.namespace)
+)
+select id from named
+union
+select case when l.actor_a = n.id then l.actor_b else l.actor_a end
+  from named n join identity_links l on l.agent_id = %(agent)s and l.revoked_at is null
+                                   and n.id in (l.actor_a, l.actor_b)
+"""
+
+# One statement: candidates from the sidecar (narrowed by agent), the perspective re-derived
+# through connectors, structural filters, features and score; then the cheap predicates in a
+# fixed order (the first that fails names the exclusion), then the lineage walk evaluated
+# lazily in ranked order until `limit` eligible hits are found. The pool of the first
+# COUNTING_CEILING ranked matches is classified with the same predicates for the audit row.
+SEARCH = """
+with q as (
+    select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq
+),
+scored as materialized (
+    select m.id, m.conversation_id, m.created_at,
+           x.lexical,
+           x.recency,
+           x.requester_spoke,
+           (m.conversation_id = %(dest)s) as same_conversation,
+           (cardinality(m.history_message_ids) > 0 or cardinality(m.memory_ids) > 0) as has_lineage,
+           case
+             when m.id = any(%(in_context)s::bigint[]) then 'already_in_context'
+             when not exists (select 1 from message_source_evidence e where e.message_id = m.id) then 'no_evidence'
+             when not backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
+                      m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+               then 'audience'
+           end as excluded_by
+      from message_search s
+      cross join q
+      join messages m on m.id = s.message_id
+      join conversations c on c.id = m.conversation_id
+      join connectors cn on cn.id = c.connector_id
+      cross join lateral (
+            select ts_rank_cd(s.tsv, q.tsq, 32) as lexical,
+                   power(0.5, greatest(extract(epoch from (now() - m.created_at)), 0)
+                              / (86400.0 * %(half_life)s)) as recency,
+                   exists (select 1 from messages r
+                            where r.conversation_id = m.conversation_id
+                              and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
+      ) x
+     where s.agent_id = %(agent)s
+       and s.tsv @@ q.tsq
+       and cn.agent_id = %(agent)s
+       and c.workspace_id = %(ws)s
+       and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
+       and (%(f_conversation)s::bigint is null or m.conversation_id = %(f_conversation)s)
+       and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
+       and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
+       and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
+),
+ranked as materialized (
+    select s.*,
+           s.lexical * (1 + %(w_recency)s * s.recency
+                          + %(w_requester)s * s.requester_spoke::int
+                          + %(w_same)s * s.same_conversation::int) as score
+      from scored s
+     order by score desc, s.id desc
+),
+eligible as materialized (
+    select * from ranked where excluded_by is null
+),
+selected as (
+    select e.*, row_number() over () as rank
+      from (select * from eligible e
+             where not e.has_lineage
+                or backscroll_lineage_allows(array[e.id], %(agent)s, %(d_kind)s::audience_kind,
+                                             %(d_namespace)s, %(d_readers)s::text[])
+             limit %(limit)s) e
+),
+pool as (
+    select r.id, r.excluded_by, r.has_lineage from ranked r limit %(ceiling)s
+),
+pool_classified as (
+    select case
+             when p.excluded_by is not null then p.excluded_by
+             when p.has_lineage and not backscroll_lineage_allows(array[p.id], %(agent)s, %(d_kind)s::audience_kind,
+                                                                  %(d_namespace)s, %(d_readers)s::text[])
+               then 'lineage'
+             when p.id in (select id from selected) then 'selected'
+             else 'below_cutoff'
+           end as outcome
+      from pool p
+)
+select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.recency, s.requester_spoke,
+       s.same_conversation, s.score, s.rank, null::text as outcome, null::bigint as n
+  from selected s
+union all
+select 'count', null, null, null, null, null, null, null, null, null, outcome, count(*)
+  from pool_classified group by outcome
+"""
+
+# Neighbours: up to two eligible messages on either side of a hit, in the same conversation,
+# passing the same predicates as hits. Walked through the conversation's index in order, so
+# the lineage walk runs only until two are found.
+NEIGHBOURS_SQL = """
+select h.hit, n.side, n.id
+  from unnest(%(hits)s::bigint[]) as h(hit)
+  join messages hm on hm.id = h.hit
+  cross join lateral (
+      (select 'before' as side, m.id, m.created_at
+         from messages m
+        where m.conversation_id = hm.conversation_id
+          and (m.created_at, m.id) < (hm.created_at, hm.id)
+          and NEIGHBOUR_PREDICATES
+        order by m.created_at desc, m.id desc
+        limit %(n)s)
+      union all
+      (select 'after', m.id, m.created_at
+         from messages m
+        where m.conversation_id = hm.conversation_id
+          and (m.created_at, m.id) > (hm.created_at, hm.id)
+          and NEIGHBOUR_PREDICATES
+        order by m.created_at, m.id
+        limit %(n)s)
+  ) n
+ order by h.hit, n.created_at, n.id
+"""
+NEIGHBOUR_PREDICATES = """
+              exists (select 1 from message_search s where s.message_id = m.id)
+          and not (m.id = any(%(in_context)s::bigint[]))
+          and exists (select 1 from message_source_evidence e where e.message_id = m.id)
+          and backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace, m.audience_readers,
+                                             %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+          and ((cardinality(m.history_message_ids) = 0 and cardinality(m.memory_ids) = 0)
+               or backscroll_lineage_allows(array[m.id], %(agent)s, %(d_kind)s::audience_kind,
+                                            %(d_namespace)s, %(d_readers)s::text[]))"""
+NEIGHBOURS_SQL = NEIGHBOURS_SQL.replace("NEIGHBOUR_PREDICATES", NEIGHBOUR_PREDICATES.strip())
+
+# Canonical text is read from messages only after authorization, for the ids chosen above.
+HYDRATE = """
+select m.id, m.conversation_id, m.role::text as role, left(m.body, %(max_chars)s) as text,
+       length(m.body) > %(max_chars)s as truncated, m.created_at,
+       c.title, cn.namespace as connector, c.audience_kind::text as audience_kind,
+       a.namespace as speaker_namespace, a.external_id as speaker_external_id,
+       a.display_name as speaker_display_name
+  from messages m
+  join conversations c on c.id = m.conversation_id
+  join connectors cn on cn.id = c.connector_id
+  left join actors a on a.id = m.speaker_actor_id
+ where m.id = any(%(ids)s::bigint[])
+"""
+ADD_EVIDENCE = """
+insert into turn_evidence (turn_id, message_id, via)
+select %(turn)s, unnest(%(ids)s::bigint[]), %(via)s
+on conflict do nothing
+"""
+INSERT_AUDIT = """
+insert into search_audit (turn_id, query_digest, filters, destination_audience, requested_limit, effective_limit,
+                          status, mode, degradation, selected, exclusions)
+values (%(turn)s, %(digest)s, %(filters)s, %(destination)s, %(requested)s, %(effective)s,
+        %(status)s, %(mode)s, %(degradation)s, %(selected)s, %(exclusions)s)
+returning id
+"""
+EXCLUSION_KEYS = ("already_in_context", "no_evidence", "audience", "lineage", "below_cutoff")
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: int
+    workspace_id: int
+    agent_id: int
+    conversation_id: int
+    requester_actor_id: int | None
+    reply_message_id: int | None
+    audience_kind: str
+    audience_namespace: str
+    audience_readers: list[str]
+    ts_config: str
+
+    @property
+    def destination(self) -> dict:
+        return {"kind": self.audience_kind, "namespace": self.audience_namespace, "readers": list(self.audience_readers)}
+
+    def destination_params(self) -> dict:
+        return {"d_kind": self.audience_kind, "d_namespace": self.audience_namespace,
+                "d_readers": list(self.audience_readers)}
+
+
+def load_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> Turn:
+    row = conn.execute(SELECT_TURN, {"turn": turn_id, "ws": workspace_id}).fetchone()
+    if row is None:
+        raise NotFound(f"no turn {turn_id}")
+    return Turn(**row)
+
+
+def clamp_limit(limit: int | None) -> int:
+    return LIMIT_DEFAULT if limit is None else max(1, min(int(limit), LIMIT_MAX))
+
+
+def _linked(conn: psycopg.Connection, agent_id: int, actor_id: int | None) -> list[int]:
+    if actor_id is None:
+        return []
+    return [r["id"] for r in conn.execute(RESOLVE_LINKED, {"actor": actor_id, "agent": agent_id}).fetchall()]
+
+
+def _speakers(conn: psycopg.Connection, turn: Turn, filters: Filters, requester_ids: list[int]) -> list[int] | None:
+    """The speaker set a filter resolves to: None for no filter, [] for an unresolvable one."""
+    sets: list[set[int]] = []
+    if filters.actor is not None:
+        rows = conn.execute(RESOLVE_ACTOR, {"ws": turn.workspace_id, "agent": turn.agent_id,
+                                            "external_id": filters.actor.external_id,
+                                            "namespace": filters.actor.namespace}).fetchall()
+        sets.append({r["id"] for r in rows})
+    if filters.requester_only:
+        sets.append(set(requester_ids))
+    if not sets:
+        return None
+    return sorted(set.intersection(*sets))
+
+
+def _hit(row: dict, features: dict, neighbours: dict) -> dict:
+    speaker = None
+    if row["speaker_external_id"] is not None:
+        speaker = {"namespace": row["speaker_namespace"], "external_id": row["speaker_external_id"],
+                   "display_name": row["speaker_display_name"]}
+    return {
+        "message_id": row["id"],
+        "text": row["text"],
+        "truncated": row["truncated"],
+        "role": row["role"],
+        "speaker": speaker,
+        "room": {"conversation_id": row["conversation_id"], "title": row["title"], "connector": row["connector"],
+                 "audience": row["audience_kind"]},
+        "time": row["created_at"].isoformat(),
+        **({"score": features["score"], "features": features["features"]} if features else {}),
+        **({"neighbours": neighbours} if neighbours is not None else {}),
+    }
+
+
+def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
+                   request: SearchRequest, digest: bytes | None) -> dict:
+    """Run one search for a turn; record its results as evidence and write its audit row."""
+    turn = load_turn(conn, workspace_id, request.turn_id)
+    if agent_ids is not None and turn.agent_id not in agent_ids:
+        raise NotFound(f"no turn {request.turn_id}")
+    requested = clamp_limit(request.limit)
+    used = conn.execute(COUNT_EVIDENCE, {"turn": turn.id}).fetchone()["n"]
+    remaining = EVIDENCE_CAP - used
+    filters_json = request.filters.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
+    def audit(status: str, effective: int, selected: list[dict], exclusions: dict) -> None:
+        conn.execute(INSERT_AUDIT, {
+            "turn": turn.id, "digest": digest, "filters": Jsonb(filters_json),
+            "destination": Jsonb(turn.destination), "requested": requested, "effective": effective,
+            "status": status, "mode": "lexical", "degradation": None,
+            "selected": Jsonb(selected), "exclusions": Jsonb(exclusions),
+        })
+
+    if remaining <= 0:
+        audit("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS})
+        return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
+                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": "lexical"}
+
+    effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
+    requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
+    speakers = _speakers(conn, turn, request.filters, requester_ids)
+    in_context = conn.execute(SELECT_EVIDENCE_IDS, {"turn": turn.id}).fetchone()["ids"]
+    terms = split_terms(request.query)
+    f = request.filters
+    params = {
+        "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
+        "dest": turn.conversation_id, "in_context": in_context, "requester_ids": requester_ids,
+        "only_speakers": speakers, "f_conversation": f.conversation_id, "f_connector": f.connector,
+        "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
+        "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
+        "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
+        **turn.destination_params(),
+    }
+    rows = conn.execute(SEARCH, params).fetchall() if terms else []
+    hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
+    counts = {k: 0 for k in EXCLUSION_KEYS}
+    for r in rows:
+        if r["row_kind"] == "count" and r["outcome"] in counts:
+            counts[r["outcome"]] = r["n"]
+
+    hit_ids = [h["id"] for h in hits]
+    neighbour_rows = conn.execute(NEIGHBOURS_SQL, {**params, "hits": hit_ids, "n": NEIGHBOURS}).fetchall() if hit_ids else []
+    around: dict[int, dict[str, list[int]]] = {h: {"before": [], "after": []} for h in hit_ids}
+    for r in neighbour_rows:
+        around[r["hit"]][r["side"]].append(r["id"])
+
+    # Admit hits in rank order while the turn's evidence stays under the cap.
+    admitted: list[int] = []
+    evidence: list[int] = []
+    seen = set(in_context)
+    status = "ok"
+    for h in hit_ids:
+        group = [m for m in [*around[h]["before"], h, *around[h]["after"]] if m not in seen and m not in evidence]
+        if used + len(evidence) + len(group) > EVIDENCE_CAP:
+            status = "search_budget_exhausted"
+            break
+        admitted.append(h)
+        evidence.extend(group)
+
+    texts = {r["id"]: r for r in conn.execute(HYDRATE, {"ids": evidence, "max_chars": TEXT_MAX_CHARS}).fetchall()}
+    conn.execute(ADD_EVIDENCE, {"turn": turn.id, "ids": evidence, "via": "search"})
+
+    by_id = {h["id"]: h for h in hits}
+    selected_audit = []
+    result_hits = []
+    for h in admitted:
+        row = by_id[h]
+        features = {
+            "score": row["score"],
+            "features": {"lexical": row["lexical"], "recency": row["recency"],
+                         "requester_spoke": row["requester_spoke"], "same_conversation": row["same_conversation"]},
+        }
+        selected_audit.append({"message_id": h, **features})
+        neighbours = {side: [_hit(texts[m], {}, None) for m in around[h][side] if m in texts]
+                      for side in ("before", "after")}
+        result_hits.append(_hit(texts[h], features, neighbours))
+    # Hits cut by the budget were eligible and ranked but not shown.
+    counts["below_cutoff"] += len(hit_ids) - len(admitted)
+    audit(status, effective, selected_audit, counts)
+    return {
+        "message_ids": evidence,
+        "hits": result_hits,
+        "status": status,
+        "budget": {"evidence": used + len(evidence), "cap": EVIDENCE_CAP},
+        "mode": "lexical",
+    }
