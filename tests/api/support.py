@@ -13,7 +13,8 @@ from backscroll.api import create_app
 from backscroll.config import Settings
 
 # Every table a write can touch. api_tokens is left out: authenticating stamps last_used_at.
-WRITTEN_TABLES = ("workspaces", "agents", "connectors", "actors", "conversations", "messages", "message_search")
+WRITTEN_TABLES = ("workspaces", "agents", "connectors", "actors", "conversations", "messages", "message_search",
+                  "message_source_evidence", "memories", "identity_links", "turns", "turn_evidence", "search_audit")
 
 # Keys that would count what the narrowing hid (or what matched in total): never in a response.
 COUNT_KEYS = re.compile(r"total|hidden|count|filtered|omitted|redacted", re.I)

@@ -362,3 +362,17 @@ def test_ranking_features_are_inspectable(town):
                                    + history.WEIGHTS["same_conversation"] * f["same_conversation"])
         assert hit["score"] == pytest.approx(expected)
     assert all(h["features"]["requester_spoke"] for h in result["hits"] if h["room"]["conversation_id"] == town.general)
+
+
+@privacy
+def test_the_sidecar_narrows_but_never_vouches(town):
+    """A sidecar row claiming the wrong agent (a derived copy gone stale) cannot put another
+    agent's conversation into this agent's results: the perspective is re-derived through connectors."""
+    w = town.w
+    other = w.conversation(WS, "events", "C-events", "events", creator="U_B", connector=SLACK,
+                           audience={"kind": "public"})
+    foreign = w.message(WS, other, "The Rose Room for the events team", speaker="U_B", minute=50)
+    w.conn.execute("update message_search set agent_id = %s where message_id = %s",
+                   (w.agent_id(WS, AGENT), foreign))
+    result = ask(town, town.dm_bob, "U_B", "Rose Room events")
+    assert_not_disclosed(result, foreign, "another agent's conversation through a stale sidecar row")

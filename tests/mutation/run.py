@@ -20,16 +20,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from history_mutants import HISTORY_MUTANTS  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
 
 SUITES = ["tests/db", "tests/api"]
 
 
-def constant_region(source: str, constant: str) -> tuple[int, int]:
-    start = re.search(rf"^{constant} = ", source, re.M)
+def constant_region(source: str, constant: str, sql: bool = False) -> tuple[int, int]:
+    """Where a named Python constant, or a SQL function's definition, starts and ends."""
+    if sql:
+        start = re.search(rf"^create (or replace )?function {constant}\(", source, re.M)
+        following = re.compile(r"^create ", re.M)
+    else:
+        start = re.search(rf"^{constant} = ", source, re.M)
+        following = re.compile(r"^[A-Za-z_][A-Za-z0-9_]* = |^def |^class |^@", re.M)
     if start is None:
         raise SystemExit(f"mutant refers to {constant}, which no longer exists")
-    following = re.compile(r"^[A-Za-z_][A-Za-z0-9_]* = |^def |^class |^@", re.M)
     end = following.search(source, start.end())
     return start.start(), end.start() if end else len(source)
 
@@ -37,7 +43,7 @@ def constant_region(source: str, constant: str) -> tuple[int, int]:
 def apply(mutant: Mutant, tree: Path) -> None:
     path = tree / mutant.file
     source = path.read_text()
-    lo, hi = constant_region(source, mutant.constant)
+    lo, hi = constant_region(source, mutant.constant, sql=mutant.file.endswith(".sql"))
     region = source[lo:hi]
     if region.count(mutant.old) != 1:
         raise SystemExit(f"mutant {mutant.name!r}: expected its text exactly once in {mutant.constant}, "
@@ -75,26 +81,62 @@ def failing_tests(tree: Path, report: Path) -> list[str]:
     return failed
 
 
+def collected(marker: str) -> set[str]:
+    """Test ids (module::name) carrying a marker, in the junit report's spelling."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", marker, *SUITES], cwd=ROOT, capture_output=True, text=True).stdout
+    ids = set()
+    for line in out.splitlines():
+        if "::" in line:
+            path, _, name = line.partition("::")
+            ids.add(f"{path.removesuffix('.py').replace('/', '.')}::{name}")
+    return ids
+
+
+def verdict(mutant: Mutant, failed: list[str], privacy: set[str], lineage_marked: set[str]) -> str | None:
+    """None when the mutant was caught as it must be; otherwise what went wrong."""
+    expect = getattr(mutant, "expect", "any")
+    failed_set = set(failed)
+    if not failed_set:
+        return "no test noticed"
+    if expect == "all_privacy":
+        missed = privacy - failed_set
+        if not privacy:
+            return "no tests are marked privacy"
+        if missed:
+            return f"privacy tests that did not fail: {sorted(missed)}"
+    if expect == "exactly_lineage":
+        named = {t for t in failed_set | privacy | lineage_marked if "lineage" in t.partition("::")[2]}
+        missed = named - failed_set
+        extra = failed_set - named - lineage_marked
+        if missed or extra:
+            return f"lineage tests that did not fail: {sorted(missed)}; other tests that failed: {sorted(extra)}"
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-k", help="only mutants whose name contains this text")
     args = parser.parse_args()
     survivors = []
-    chosen = [m for m in MUTANTS if not args.k or args.k in m.name]
+    chosen = [m for m in [*MUTANTS, *HISTORY_MUTANTS] if not args.k or args.k in m.name]
+    privacy, lineage_marked = collected("privacy"), collected("lineage")
     for number, mutant in enumerate(chosen, start=1):
         with tempfile.TemporaryDirectory(prefix="backscroll-mutant-") as scratch:
             tree = Path(scratch) / "tree"
             copy_project(tree)
             apply(mutant, tree)
             failed = failing_tests(tree, Path(scratch) / "report.xml")
-        verdict = "killed" if failed else "SURVIVED"
-        print(f"[{number}/{len(chosen)}] {mutant.name}: {verdict} by {len(failed)} test(s)", flush=True)
+        problem = verdict(mutant, failed, privacy, lineage_marked)
+        state = "killed" if problem is None else "SURVIVED"
+        print(f"[{number}/{len(chosen)}] {mutant.name}: {state} by {len(failed)} test(s)", flush=True)
         for name in failed:
             print(f"      {name}")
-        if not failed:
+        if problem is not None:
+            print(f"      !! {problem}")
             survivors.append(mutant.name)
     if survivors:
-        print(f"\n{len(survivors)} mutant(s) survived — the tests do not notice:")
+        print(f"\n{len(survivors)} mutant(s) not caught as required:")
         for name in survivors:
             print(f"  - {name}")
         return 1

@@ -1,0 +1,48 @@
+"""Mutants of the disclosure predicates (sql/0004_disclosure.sql) and what each must do.
+
+- the audience predicate replaced with `true`: every test marked `privacy` fails, each with a
+  named disclosure;
+- the lineage walk replaced with `true`: exactly the lineage tests fail (those named
+  `*lineage*`, plus at most the tests marked `lineage`, such as the property test, which also
+  checks lineage among other rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mutants import Mutant
+
+DISCLOSURE = "sql/0004_disclosure.sql"
+
+
+@dataclass(frozen=True)
+class ExpectingMutant(Mutant):
+    expect: str = "any"  # any | all_privacy | exactly_lineage
+
+
+HISTORY_MUTANTS = [
+    ExpectingMutant("disclosure: audience predicate", DISCLOSURE, "backscroll_audience_allows",
+                    """select coalesce(case o_kind
+        when 'public' then true""", """select true or coalesce(case o_kind
+        when 'public' then true""", expect="all_privacy"),
+    ExpectingMutant("disclosure: lineage walk", DISCLOSURE, "backscroll_lineage_allows",
+                    "return nodes <= 5000 and denied = 0;", "return true;", expect="exactly_lineage"),
+    ExpectingMutant("disclosure: source evidence in search", "backscroll/history.py", "SEARCH",
+                    "when not exists (select 1 from message_source_evidence e where e.message_id = m.id) then 'no_evidence'",
+                    "when false then 'no_evidence'"),
+    ExpectingMutant("disclosure: perspective re-derived through connectors", "backscroll/history.py", "SEARCH",
+                    "and cn.agent_id = %(agent)s", ""),
+    ExpectingMutant("disclosure: loaded window excluded", "backscroll/history.py", "SEARCH",
+                    "when m.id = any(%(in_context)s::bigint[]) then 'already_in_context'",
+                    "when false then 'already_in_context'"),
+    ExpectingMutant("disclosure: neighbours pass the audience predicate", "backscroll/history.py",
+                    "NEIGHBOUR_PREDICATES",
+                    "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
+                    "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
+    ExpectingMutant("disclosure: identity links must be live", DISCLOSURE, "backscroll_identities_linked",
+                    "and l.revoked_at is null", ""),
+    ExpectingMutant("recheck: destination audience", "backscroll/turns.py", "RECHECK_ROWS",
+                    "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
+                    "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
+]
