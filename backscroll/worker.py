@@ -1,0 +1,237 @@
+"""`backscroll worker`: drains the embedding outbox.
+
+The database writes one job per indexable message (a trigger on the search sidecar, only while
+a model is registered). The worker claims a batch of due jobs with `FOR UPDATE SKIP LOCKED`,
+embeds their text through the gateway, and in the same transaction stores the vectors and
+deletes the jobs. Killed mid-batch, the transaction rolls back: the jobs are there again, no
+vector was stored, and the primary key (message, model) means a retry can never add a second.
+
+Failures, by whose fault they are:
+- the server refused one text (it answered with an error): that job's attempts go up, its next
+  attempt backs off exponentially, and after `worker_max_attempts` it is parked with its error;
+  a batch the server refused is retried one text at a time, so one poison message does not hold
+  back the rest;
+- the server is down, slow or its circuit open: nothing is the jobs' fault; they are put back a
+  little later without counting an attempt, and the worker waits longer before trying again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Mapping
+
+import psycopg
+
+from . import vectors
+from .config import Settings
+from .db import connect
+from .gateway import Gateway, GatewayError, gateway_for
+
+log = logging.getLogger(__name__)
+
+IDLE_MAX_S = 60.0
+
+CLAIM = """
+select o.message_id, o.attempts, c.workspace_id, m.body, m.role::text as role, c.title
+  from embedding_outbox o
+  join messages m on m.id = o.message_id
+  join conversations c on c.id = m.conversation_id
+ where o.parked_at is null and o.next_attempt_at <= now()
+ order by o.next_attempt_at, o.message_id
+ limit %(limit)s
+   for update of o skip locked
+   -- A message being deleted is skipped rather than waited for (and cannot be deleted under us).
+   for key share of m skip locked
+"""
+STORE = """
+insert into message_embeddings (message_id, model, embedding)
+select u.message_id, %(model)s, u.embedding::vector
+  from unnest(%(ids)s::bigint[], %(vectors)s::text[]) as u(message_id, embedding)
+on conflict (message_id, model) do update set embedding = excluded.embedding, embedded_at = now()
+"""
+DONE = "delete from embedding_outbox where message_id = any(%(ids)s::bigint[])"
+FAILED = """
+update embedding_outbox o
+   set attempts = o.attempts + 1,
+       last_error = f.error,
+       next_attempt_at = now() + make_interval(secs => least(%(max_s)s, %(base_s)s * power(2, o.attempts))),
+       parked_at = case when o.attempts + 1 >= %(max_attempts)s then now() end
+  from unnest(%(ids)s::bigint[], %(errors)s::text[]) as f(message_id, error)
+ where o.message_id = f.message_id
+returning o.message_id, o.parked_at is not null as parked
+"""
+POSTPONED = """
+update embedding_outbox
+   set next_attempt_at = now() + make_interval(secs => %(delay_s)s), last_error = %(error)s
+ where message_id = any(%(ids)s::bigint[])
+"""
+QUEUE = """
+select count(*) filter (where parked_at is null) as pending,
+       count(*) filter (where parked_at is null and next_attempt_at <= now()) as due,
+       count(*) filter (where parked_at is not null) as parked
+  from embedding_outbox
+"""
+
+
+def document_text(row: Mapping, max_chars: int = 2000) -> str:
+    """What is embedded for a message: the start of its body. (The row also carries the role and
+    the conversation title, for a richer document later.)"""
+    return row["body"][:max_chars]
+
+
+@dataclass
+class Stats:
+    batches: int = 0
+    embedded: int = 0
+    failed: int = 0
+    parked: int = 0
+    postponed: int = 0
+
+
+class Worker:
+    def __init__(self, settings: Settings, url: str, *, gateway: Gateway | None = None,
+                 stop: threading.Event | None = None, batch_size: int | None = None):
+        self.settings = settings
+        self.gateway = gateway or gateway_for(settings)
+        self.gateway.require_configured()  # off (no model) or nowhere to send: nothing to do
+        self.stop = stop or threading.Event()
+        self.batch_size = batch_size or settings.worker_batch_size
+        # Ledger rows commit on their own: a call that was made is paid for even if the batch it
+        # served rolls back.
+        self.ledger = connect(url, autocommit=True)
+        try:
+            self.model = vectors.get_model(self.ledger, self.gateway.model)
+            if settings.embeddings_dimensions and settings.embeddings_dimensions != self.model.dimensions:
+                raise vectors.DimensionMismatch(
+                    f"BACKSCROLL_EMBEDDINGS_DIMENSIONS is {settings.embeddings_dimensions} but model "
+                    f"{self.model.model!r} is registered with {self.model.dimensions}")
+        except BaseException:
+            self.ledger.close()
+            raise
+        self.conn = connect(url)
+        self.stats = Stats()
+        self._idle = 0.0
+
+    def close(self) -> None:
+        self.conn.close()
+        self.ledger.close()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def queue(self) -> dict:
+        return self.ledger.execute(QUEUE).fetchone()
+
+    def run(self, *, once: bool = False) -> Stats:
+        """Drain until stopped; with `once`, until no job is due (or the server is unreachable)."""
+        log.info("worker embedding with %s (%d dimensions), batches of %d",
+                 self.model.model, self.model.dimensions, self.batch_size)
+        while not self.stop.is_set():
+            handled, transient = self.run_batch()
+            if transient:
+                if once:
+                    break
+                self._idle = min(max(self._idle * 2, self.settings.worker_poll_s), IDLE_MAX_S)
+                self.stop.wait(self._idle)
+            elif handled:
+                self._idle = 0.0
+            elif once:
+                break
+            else:
+                self.stop.wait(self.settings.worker_poll_s)
+        return self.stats
+
+    def run_batch(self) -> tuple[int, bool]:
+        """Claim, embed and store one batch. Returns (jobs claimed, whether the server was unreachable)."""
+        with self.conn.transaction():
+            rows = self.conn.execute(CLAIM, {"limit": self.batch_size}).fetchall()
+            if not rows:
+                return 0, False
+            done: dict[int, list[float]] = {}
+            failed: dict[int, str] = {}
+            unreachable: GatewayError | None = None
+            for workspace_id, group in groupby(sorted(rows, key=lambda r: r["workspace_id"]),
+                                               key=lambda r: r["workspace_id"]):
+                group = list(group)
+                if unreachable is None:
+                    unreachable = self._embed(workspace_id, group, done, failed)
+            postponed = [r["message_id"] for r in rows if r["message_id"] not in done and r["message_id"] not in failed]
+            self._finish(done, failed, postponed, unreachable)
+        self.stats.batches += 1
+        return len(rows), unreachable is not None
+
+    def _embed(self, workspace_id: int, rows: list[dict], done: dict, failed: dict) -> GatewayError | None:
+        texts = [document_text(r, self.settings.embeddings_document_max_chars) for r in rows]
+        try:
+            vectors_ = self.gateway.embed_documents(self.ledger, workspace_id, texts, "message")
+        except GatewayError as exc:
+            if not exc.answered:
+                return exc
+            if len(rows) == 1:
+                failed[rows[0]["message_id"]] = exc.describe()
+                return None
+            # The server refused the batch: find the text it refuses by trying each alone.
+            for row, text in zip(rows, texts):
+                try:
+                    done[row["message_id"]] = self.gateway.embed_documents(self.ledger, workspace_id, [text],
+                                                                           "message")[0]
+                except GatewayError as one:
+                    if not one.answered:
+                        return one
+                    failed[row["message_id"]] = one.describe()
+            return None
+        done.update(zip((r["message_id"] for r in rows), vectors_))
+        return None
+
+    def _finish(self, done: dict, failed: dict, postponed: list[int], unreachable: GatewayError | None) -> None:
+        if done:
+            self.conn.execute(STORE, {"model": self.model.model, "ids": list(done),
+                                      "vectors": [vectors.literal(v) for v in done.values()]})
+            self.conn.execute(DONE, {"ids": list(done)})
+            self.stats.embedded += len(done)
+        if failed:
+            outcome = self.conn.execute(FAILED, {
+                "ids": list(failed), "errors": list(failed.values()),
+                "base_s": self.settings.worker_backoff_s, "max_s": self.settings.worker_backoff_max_s,
+                "max_attempts": self.settings.worker_max_attempts}).fetchall()
+            parked = [r["message_id"] for r in outcome if r["parked"]]
+            self.stats.failed += len(failed)
+            self.stats.parked += len(parked)
+            log.warning("%d message(s) could not be embedded%s: %s", len(failed),
+                        f", {len(parked)} parked" if parked else "", next(iter(failed.values())))
+        if postponed:
+            error = unreachable.describe() if unreachable else "postponed"
+            self.conn.execute(POSTPONED, {"ids": postponed, "error": error,
+                                          "delay_s": max(self.settings.worker_backoff_s, self._idle)})
+            self.stats.postponed += len(postponed)
+            log.warning("embeddings server unreachable; %d job(s) postponed: %s", len(postponed), error)
+
+
+def run_worker(settings: Settings, url: str, *, once: bool = False, stop: threading.Event | None = None,
+               batch_size: int | None = None) -> Stats:
+    with Worker(settings, url, stop=stop, batch_size=batch_size) as worker:
+        return worker.run(once=once)
+
+
+def start_thread(settings: Settings, url: str) -> tuple[threading.Thread, threading.Event]:
+    """A worker in a daemon thread (for `backscroll demo`); set the event to stop it."""
+    stop = threading.Event()
+    worker = Worker(settings, url, stop=stop)
+
+    def drain() -> None:
+        try:
+            worker.run()
+        except psycopg.OperationalError as exc:  # the database went away with the process
+            log.debug("worker stopped: %s", exc)
+        finally:
+            worker.close()
+
+    thread = threading.Thread(target=drain, name="backscroll-worker", daemon=True)
+    thread.start()
+    return thread, stop

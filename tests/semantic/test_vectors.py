@@ -1,0 +1,152 @@
+"""`backscroll migrate --model M --dimensions D`: one partial HNSW index per model, built
+concurrently and idempotently; a different size for a registered model is a clear error; a
+query reaches its model's index and, with the iterative scan, is not starved by its filters."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from backscroll import vectors
+from backscroll.config import get_settings
+from backscroll.vectors import DimensionMismatch, index_name, register_model
+
+INDEX_DEF = "select indexdef from pg_indexes where tablename = 'message_embeddings' and indexname = %s"
+
+
+@pytest.fixture
+def cli(db_url, monkeypatch, tmp_path, capsys):
+    from backscroll.cli import main
+
+    monkeypatch.setenv("BACKSCROLL_DATABASE_URL", db_url)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*argv) -> tuple[int, str, str]:
+        get_settings.cache_clear()
+        try:
+            code = main(list(argv))
+        finally:
+            get_settings.cache_clear()
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def test_migrate_model_builds_the_index_and_is_idempotent(cli, world):
+    code, out, _ = cli("migrate", "--model", "multilingual-e5-small", "--dimensions", "384")
+    assert code == 0 and "registered" in out and "already" not in out
+    name = index_name("multilingual-e5-small")
+    [row] = world.conn.execute(INDEX_DEF, (name,)).fetchall()
+    definition = row["indexdef"]
+    assert "USING hnsw (((embedding)::vector(384)) vector_cosine_ops)" in definition
+    assert "WHERE (model = 'multilingual-e5-small'::text)" in definition
+    assert world.conn.execute("select indisvalid from pg_index where indexrelid = %s::regclass",
+                              (name,)).fetchone()["indisvalid"]
+
+    code, out, _ = cli("migrate", "--model", "multilingual-e5-small", "--dimensions", "384")
+    assert code == 0 and "already registered" in out
+    assert len(world.conn.execute(INDEX_DEF, (name,)).fetchall()) == 1
+    assert [(r["model"], r["dimensions"]) for r in vectors.registered(world.conn)] == [("multilingual-e5-small", 384)]
+
+
+def test_another_size_for_a_registered_model_is_a_clear_error(cli, world):
+    assert cli("migrate", "--model", "arctic", "--dimensions", "1024")[0] == 0
+    code, _, err = cli("migrate", "--model", "arctic", "--dimensions", "256")
+    assert code == 1
+    assert "registered with 1024 dimensions, not 256" in err and "arctic@256" in err
+    assert world.conn.execute("select dimensions from embedding_models where model = 'arctic'").fetchone() == \
+           {"dimensions": 1024}
+    with pytest.raises(DimensionMismatch):
+        register_model(world.url, "arctic", 256)
+
+
+def test_bad_arguments(cli):
+    assert "needs --dimensions" in str(pytest.raises(SystemExit, cli, "migrate", "--model", "m").value)
+    code, _, err = cli("migrate", "--model", "m", "--dimensions", "4096")
+    assert code == 1 and "between 1 and 2000" in err
+
+
+def test_a_model_name_is_a_literal_never_sql(world):
+    model = "o'brien/e5; drop table messages; --"
+    created, fresh = register_model(world.url, model, 4)
+    assert fresh
+    [row] = world.conn.execute(INDEX_DEF, (created.index_name,)).fetchall()
+    assert "WHERE (model = 'o''brien/e5; drop table messages; --'::text)" in row["indexdef"]
+    assert world.conn.execute("select to_regclass('messages') is not null as ok").fetchone()["ok"]
+
+
+def test_an_interrupted_index_build_is_rebuilt(world):
+    model, _ = register_model(world.url, "m4", 4)
+    # What a cancelled `create index concurrently` leaves behind (superuser in the embedded server).
+    world.conn.execute("update pg_index set indisvalid = false where indexrelid = %s::regclass", (model.index_name,))
+    register_model(world.url, "m4", 4)
+    assert world.conn.execute("select indisvalid from pg_index where indexrelid = %s::regclass",
+                              (model.index_name,)).fetchone()["indisvalid"]
+
+
+def _seed(world, agents: int, per_agent: int, dims: int, model: str) -> list[int]:
+    """`agents` agents with `per_agent` messages each, and random vectors of `model`."""
+    rng = random.Random(7)
+    ws = world.workspace("acme")
+    ids = []
+    for a in range(agents):
+        c = world.conversation("acme", f"agent-{a}", f"c{a}")
+        rows = world.conn.execute(
+            "insert into messages (conversation_id, role, body, audience_kind, audience_namespace) "
+            "select %s, 'user', 'message ' || g, 'workspace', 'web:demo' from generate_series(1, %s) g returning id",
+            (c, per_agent)).fetchall()
+        ids += [r["id"] for r in rows]
+    world.conn.execute(
+        "insert into message_embeddings (message_id, model, embedding) "
+        "select u.id, %s, u.v::vector from unnest(%s::bigint[], %s::text[]) as u(id, v)",
+        (model, ids, [vectors.literal([rng.gauss(0, 1) for _ in range(dims)]) for _ in ids]))
+    world.conn.execute("analyze message_embeddings")
+    assert ws
+    return ids
+
+
+def _nearest(world, model: str, dims: int, agent: int | None, iterative: bool, k: int = 10) -> tuple[list, str]:
+    from psycopg import sql
+
+    query = sql.SQL("""
+        select e.message_id from message_embeddings e
+          join message_search s on s.message_id = e.message_id
+         where e.model = %(model)s and (%(agent)s::bigint is null or s.agent_id = %(agent)s)
+         order by {distance} limit %(k)s""").format(distance=vectors.distance(dims))
+    params = {"model": model, "agent": agent, "k": k, "query_vector": vectors.literal([1.0] + [0.0] * (dims - 1))}
+    with world.conn.transaction():
+        # A small table, where sorting everything is cheap: the point here is the index path.
+        world.conn.execute("set local enable_seqscan = off")
+        world.conn.execute("set local enable_sort = off")
+        if iterative:
+            vectors.use_iterative_scan(world.conn, ef_search=40, max_scan_tuples=20000)
+        plan = "\n".join(r["QUERY PLAN"] for r in world.conn.execute(sql.SQL("explain ") + query, params))
+        rows = [r["message_id"] for r in world.conn.execute(query, params)]
+    return rows, plan
+
+
+def test_a_query_uses_its_models_index_and_sees_only_its_models_vectors(world):
+    small, _ = register_model(world.url, "small-4", 4)
+    big, _ = register_model(world.url, "big-16", 16)
+    ids = _seed(world, 2, 30, 4, "small-4")
+    world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                       "select message_id, 'big-16', array_fill(0.5, array[16])::vector from message_embeddings")
+    world.conn.execute("analyze message_embeddings")
+    rows, plan = _nearest(world, "small-4", 4, None, iterative=False)
+    assert small.index_name in plan and big.index_name not in plan
+    assert len(rows) == 10 and set(rows) <= set(ids)
+    rows16, plan16 = _nearest(world, "big-16", 16, None, iterative=False)
+    assert big.index_name in plan16 and len(rows16) == 10
+
+
+def test_the_iterative_scan_keeps_a_filtered_search_from_starving(world):
+    register_model(world.url, "m8", 8)
+    _seed(world, 50, 40, 8, "m8")  # 2,000 vectors; one agent holds 2% of them
+    agent = world.agent_id("acme", "agent-17")
+    starved, plan = _nearest(world, "m8", 8, agent, iterative=False)
+    assert index_name("m8") in plan
+    assert len(starved) < 10  # ef_search (40) nearest, of which about 2% are this agent's
+    fed, _ = _nearest(world, "m8", 8, agent, iterative=True)
+    assert len(fed) == 10
