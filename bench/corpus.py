@@ -17,11 +17,18 @@ Planted for the benchmark (see ``RARE_TERM`` and friends):
 - a common word in about a quarter of all messages;
 - a title phrase in about 0.4% of titles (and in one message of half of those conversations).
 
+With a ``Disclosure`` (``load(conn, spec, disclosure=Disclosure())``, for the history-search
+benchmark) the same skeleton and text get realistic audiences (DMs, private rooms, workspace and
+public channels, a few external), source evidence for ~97% of messages, replies carrying
+provenance (history message ids, memory ids), memories and identity links. The layer draws from
+generators of its own: without it the corpus is exactly the session benchmark's.
+
 Same ``Spec`` (seed included), same corpus, byte for byte.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from dataclasses import dataclass, field
@@ -199,6 +206,7 @@ class Corpus:
     conversations: int = 0
     messages: int = 0
     planted: dict[str, int] = field(default_factory=dict)
+    disclosure: dict = field(default_factory=dict)   # what the disclosure layer made (counts, shares)
 
 
 @dataclass
@@ -485,6 +493,254 @@ class _Plan:
         return out, counts
 
 
+# ---------------------------------------------------------------------------------------------
+# The disclosure layer (history search). Everything here draws from generators of its own, so a
+# corpus loaded without it is byte for byte the session benchmark's.
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """Audiences, source evidence and provenance for the history-search benchmark.
+
+    Slack conversations with a creator get one of: a DM with the agent (members, the creator
+    alone), a private room (members, the creator and 2-7 others), a workspace channel, a public
+    channel, or (the rest) an external shared channel (the creator and 1-3 outside readers).
+    Web conversations keep theirs (a visitor's DM, 20% public). Messages of a DM or private room
+    are spoken by its readers.
+    """
+    dm: float = 0.40
+    private_room: float = 0.15
+    workspace: float = 0.30
+    public: float = 0.12                       # external: 1 - the four above (0.03)
+    room_readers: tuple[int, int] = (3, 8)
+    # Unknown provenance: whole conversations of a legacy import, and a few single messages.
+    no_evidence_conversations: float = 0.025
+    no_evidence_messages: float = 0.005
+    # Agent replies stored through a turn: history ids = the loaded window (the last 5-30 earlier
+    # messages of the conversation, all of them in a shorter one) ...
+    reply_provenance: float = 0.95
+    window: tuple[int, int] = (5, 30)
+    # ... plus, for some, what the turn's search_history returned: 1-3 hits of earlier
+    # conversations of the same agent, each with up to two neighbours on either side.
+    searched: float = 0.10
+    # ... and, for some, 1-3 of the agent's memories.
+    memory_use: float = 0.05
+    memories_per_1000: float = 10.0            # memories formed per 1,000 messages of an agent
+    # Share of searched messages and used memories whose audience does not (or no longer)
+    # fit the reply's conversation: what the lineage walk exists to catch.
+    stray: float = 0.10
+    identity_links: int = 60                   # slack person <-> web visitor, agents of the first workspace
+    revoked_links: float = 0.10
+
+
+def _allows(origin: tuple[str, str, list[str]], dest: tuple[str, str, list[str]]) -> bool:
+    """backscroll_audience_allows (sql/0004), without identity links."""
+    o_kind, o_ns, o_readers = origin
+    d_kind, d_ns, d_readers = dest
+    if o_kind == "public":
+        return True
+    if o_kind == "workspace":
+        return d_kind in ("workspace", "members") and d_ns == o_ns
+    return d_kind == o_kind and d_ns == o_ns and set(d_readers) <= set(o_readers)
+
+
+class _DisclosureLayer:
+    """Redraws the plan's audiences, then answers, message by message while the corpus streams
+    into COPY: who speaks in a members room, the provenance of a reply, whether there is source
+    evidence. Memories and identity links are drawn up front."""
+
+    def __init__(self, plan: "_Plan", d: Disclosure):
+        self.plan, self.d = plan, d
+        seed = plan.spec.seed
+        rng = random.Random(f"{seed}/disclosure")
+        self.rng = random.Random(f"{seed}/provenance")
+        convs = plan.conversations
+        self.readers: dict[int, list[int]] = {}   # conversation index -> reader actor ids (members rooms)
+        for ci, c in enumerate(convs):
+            kind, ns, _ = c.audience
+            x = rng.random()  # one draw per conversation, whatever the branch
+            if ns.startswith("web:"):
+                if kind == "members":
+                    self.readers[ci] = [c.creator]
+                continue
+            if c.creator is None:
+                c.audience = ("workspace", ns, []) if x < 0.7 else ("public", ns, [])
+                continue
+            if x < d.dm:
+                self.readers[ci] = [c.creator]
+                c.audience = ("members", ns, [plan.actor_ext(c.creator)])
+            elif x < d.dm + d.private_room:
+                people = plan.person_ids[c.ws]
+                want = min(len(people), rng.randint(*d.room_readers))
+                ids = {c.creator}
+                while len(ids) < want:
+                    ids.add(rng.choice(people))
+                self.readers[ci] = sorted(ids)
+                c.audience = ("members", ns, sorted(plan.actor_ext(a) for a in ids))
+            elif x < d.dm + d.private_room + d.workspace:
+                c.audience = ("workspace", ns, [])
+            elif x < d.dm + d.private_room + d.workspace + d.public:
+                c.audience = ("public", ns, [])
+            else:
+                outside = [f"ext-{rng.getrandbits(40):010x}" for _ in range(rng.randint(1, 3))]
+                c.audience = ("external", ns, sorted([plan.actor_ext(c.creator), *outside]))
+        self.legacy = {ci for ci in range(len(convs)) if rng.random() < d.no_evidence_conversations}
+
+        self.base: list[int] = []   # id of each conversation's first message
+        next_id = 1
+        for c in convs:
+            self.base.append(next_id)
+            next_id += len(c.roles)
+        by_agent: dict[int, list[tuple[datetime, int]]] = {}
+        for ci, c in enumerate(convs):
+            by_agent.setdefault(c.agent, []).append((c.created_at, ci))
+        self.by_agent = {a: sorted(v) for a, v in by_agent.items()}
+        self.times = {a: [t for t, _ in v] for a, v in self.by_agent.items()}
+
+        # Memories: formed in a conversation of the agent, with its audience, from 1-4 of its messages.
+        self.memory_rows: list[tuple] = []
+        self.memories: dict[int, list[tuple[datetime, int, tuple]]] = {}
+        mrng = random.Random(f"{seed}/memories")
+        memory_id = 0
+        for agent, items in sorted(self.by_agent.items()):
+            size = sum(len(convs[ci].roles) for _, ci in items)
+            for _ in range(max(2, round(size * d.memories_per_1000 / 1000))):
+                ci = mrng.choice(items)[1]
+                c = convs[ci]
+                said = [mi for mi, role in enumerate(c.roles) if role in ("user", "assistant")] or [0]
+                sources = sorted(self.base[ci] + mi for mi in mrng.sample(said, min(len(said), mrng.randint(1, 4))))
+                created = c.created_at + timedelta(hours=mrng.uniform(1, 48))
+                memory_id += 1
+                body = "Remembered: " + " ".join(mrng.choice(ENGLISH_DOMAIN) for _ in range(mrng.randint(4, 12)))
+                self.memory_rows.append((memory_id, c.ws + 1, agent + 1, body, c.audience[0], c.audience[1],
+                                         c.audience[2], sources, created))
+                self.memories.setdefault(agent, []).append((created, memory_id, c.audience))
+        for v in self.memories.values():
+            v.sort()
+        self.memory_times = {a: [t for t, _, _ in v] for a, v in self.memories.items()}
+
+        # Identity links: active slack people of the first workspace proved to be web visitors,
+        # per agent (more for the busiest); the benchmark's reader always, for the busiest agent.
+        lrng = random.Random(f"{seed}/links")
+        n_ag = plan.spec.agents_per_workspace
+        shares = [0.4, 0.2] + [0.4 / max(1, n_ag - 2)] * (n_ag - 2)
+        people, visitors = plan.person_ids[0], plan.visitor_ids[0]
+        cum = _cumulative(_zipf_weights(len(people), 0.8))
+        self.link_rows: list[tuple] = []
+        for rank in range(n_ag):
+            pairs: set[tuple[int, int]] = {(plan.reader, visitors[0])} if rank == 0 else set()
+            want = max(1, round(d.identity_links * shares[rank]))
+            while len(pairs) < min(want, len(visitors)):
+                pairs.add((lrng.choices(people, cum_weights=cum)[0], lrng.choice(visitors)))
+            for a, b in sorted(pairs):
+                revoked = T_END - timedelta(days=lrng.uniform(1, 60)) if (
+                    lrng.random() < d.revoked_links and a != plan.reader) else None
+                self.link_rows.append((rank + 1, a, b, f"verified:{lrng.getrandbits(32):08x}",
+                                       T_END - SPAN + SPAN * lrng.random() * 0.5, revoked))
+
+        self.evidence_rows: list[tuple] = []
+        self.stats = {"replies": 0, "replies_with_history": 0, "history_ids": 0, "searched_replies": 0,
+                      "searched_ids": 0, "stray_searched_ids": 0, "replies_with_memories": 0, "memory_refs": 0,
+                      "stray_memory_refs": 0}
+
+    def speaker(self, ci: int, drawn: int | None) -> int | None:
+        """In a DM or private room, only its readers speak."""
+        readers = self.readers.get(ci)
+        if readers is None or drawn in readers:
+            return drawn
+        return readers[0] if len(readers) == 1 else self.rng.choice(readers)
+
+    def evidence(self, ci: int, mid: int, role: str, at: datetime) -> None:
+        if ci in self.legacy or self.rng.random() < self.d.no_evidence_messages:
+            return
+        kind = "agent_reply" if role == "assistant" else "connector_event" if role == "user" else "ingest"
+        self.evidence_rows.append((mid, kind, None, at))
+
+    def _searched(self, ci: int) -> list[int]:
+        """What one search returned into conversation `ci`: a hit of an earlier conversation of
+        the same agent, with up to two neighbours on either side."""
+        convs = self.plan.conversations
+        c = convs[ci]
+        times, items = self.times[c.agent], self.by_agent[c.agent]
+        earlier = bisect.bisect_left(times, c.created_at)
+        if earlier == 0:
+            return []
+        stray = self.rng.random() < self.d.stray
+        for _ in range(20):
+            cj = items[self.rng.randrange(earlier)][1]
+            if cj == ci:
+                continue
+            other = convs[cj]
+            if stray or (cj not in self.legacy and _allows(other.audience, c.audience)):
+                hit = self.rng.randrange(len(other.roles))
+                ids = [self.base[cj] + j for j in range(max(0, hit - 2), min(len(other.roles), hit + 3))]
+                if stray:
+                    self.stats["stray_searched_ids"] += len(ids)
+                return ids
+        return []
+
+    def _memories(self, ci: int) -> list[int]:
+        c = self.plan.conversations[ci]
+        items = self.memories.get(c.agent, [])
+        earlier = bisect.bisect_left(self.memory_times.get(c.agent, []), c.created_at)
+        out: set[int] = set()
+        for _ in range(self.rng.randint(1, 3)):
+            stray = self.rng.random() < self.d.stray
+            for _ in range(20):
+                if earlier == 0:
+                    break
+                _, memory_id, audience = items[self.rng.randrange(earlier)]
+                if stray or _allows(audience, c.audience):
+                    out.add(memory_id)
+                    self.stats["stray_memory_refs"] += stray
+                    break
+        return sorted(out)
+
+    def provenance(self, ci: int, mi: int, role: str) -> tuple[list[int], list[int]]:
+        if role != "assistant":
+            return [], []
+        self.stats["replies"] += 1
+        if ci in self.legacy or self.rng.random() >= self.d.reply_provenance:
+            return [], []
+        base = self.base[ci]
+        ids = set(range(base + max(0, mi - self.rng.randint(*self.d.window)), base + mi))
+        if self.rng.random() < self.d.searched:
+            self.stats["searched_replies"] += 1
+            for _ in range(self.rng.randint(1, 3)):
+                found = self._searched(ci)
+                self.stats["searched_ids"] += len(found)
+                ids.update(found)
+        memories: list[int] = []
+        if self.rng.random() < self.d.memory_use:
+            memories = self._memories(ci)
+            self.stats["replies_with_memories"] += bool(memories)
+            self.stats["memory_refs"] += len(memories)
+        self.stats["replies_with_history"] += bool(ids)
+        self.stats["history_ids"] += len(ids)
+        return sorted(ids), memories
+
+    def summary(self, messages: int) -> dict:
+        convs = self.plan.conversations
+        kinds: dict[str, int] = {}
+        for ci, c in enumerate(convs):
+            key = c.audience[0]
+            if key == "members":
+                key = "members: DM (1 reader)" if len(c.audience[2]) == 1 else "members: private room"
+            kinds[key] = kinds.get(key, 0) + 1
+        s = self.stats
+        return {
+            "conversation_audiences": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+            "messages_with_evidence": len(self.evidence_rows),
+            "evidence_share": round(len(self.evidence_rows) / max(1, messages), 4),
+            "legacy_conversations": len(self.legacy),
+            **s,
+            "mean_history_ids": round(s["history_ids"] / max(1, s["replies_with_history"]), 2),
+            "memories": len(self.memory_rows),
+            "identity_links": len(self.link_rows),
+            "revoked_links": sum(1 for r in self.link_rows if r[5] is not None),
+        }
+
+
 def _copy(cur: psycopg.Cursor, table: str, columns: list[str], rows) -> int:
     statement = f"copy {table} ({', '.join(columns)}) from stdin"
     n = 0
@@ -496,10 +752,12 @@ def _copy(cur: psycopg.Cursor, table: str, columns: list[str], rows) -> int:
 
 
 def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
-         progress: Callable[[str], None] = lambda _: None) -> Corpus:
+         disclosure: Disclosure | None = None, progress: Callable[[str], None] = lambda _: None) -> Corpus:
     """Write the corpus into an empty, migrated database.
 
     ``conn`` must be in autocommit mode: each table, and each chunk of messages, commits on its own.
+    With ``disclosure``, the disclosure layer (audiences, source evidence, reply provenance,
+    memories, identity links) is drawn over the same skeleton and text.
     """
     if not conn.autocommit:
         raise ValueError("load() needs an autocommit connection (each step commits on its own)")
@@ -509,6 +767,7 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
     plan = _Plan(spec)
     n_ag = spec.agents_per_workspace
     plants, counts = plan.plants()
+    layer = _DisclosureLayer(plan, disclosure) if disclosure is not None else None
     text = _Text(spec.seed, build_vocabularies(spec.seed, spec.vocabulary), plan.ws_slugs)
     timing = random.Random(f"{spec.seed}/timing")
     common = random.Random(f"{spec.seed}/common")
@@ -536,6 +795,8 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
 
     columns = ["id", "conversation_id", "external_id", "speaker_actor_id", "role", "body", "state",
                "audience_kind", "audience_namespace", "audience_readers", "created_at", "updated_at"]
+    if layer is not None:
+        columns += ["history_message_ids", "memory_ids"]
 
     def rows() -> Iterator[tuple]:
         mid = 0
@@ -561,8 +822,14 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
                     speaker = plan.bot_ids[c.agent]
                 else:
                     speaker = None
-                yield (mid, c.id, f"{int(at.timestamp())}.{mi:06d}", speaker, role, body, state,
+                row = (mid, c.id, f"{int(at.timestamp())}.{mi:06d}", speaker, role, body, state,
                        c.audience[0], c.audience[1], c.audience[2], at, at)
+                if layer is not None:
+                    if role == "user":
+                        row = row[:3] + (layer.speaker(ci, speaker),) + row[4:]
+                    layer.evidence(ci, mid, role, at)
+                    row += layer.provenance(ci, mi, role)
+                yield row
                 gap = timing.lognormvariate(math.log(40), 1.0)
                 if timing.random() < 0.04:
                     gap += timing.uniform(3_600, 5 * 86_400)  # picked up again hours or days later
@@ -578,8 +845,22 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
         written += n
         progress(f"{written:,} / {plan.message_total:,} messages")
 
+    summary: dict = {}
+    if layer is not None:
+        with conn.transaction(), conn.cursor() as cur:
+            _copy(cur, "message_source_evidence", ["message_id", "kind", "reference", "recorded_at"],
+                  layer.evidence_rows)
+            _copy(cur, "memories", ["id", "workspace_id", "agent_id", "body", "audience_kind", "audience_namespace",
+                                    "audience_readers", "source_message_ids", "created_at"], layer.memory_rows)
+            _copy(cur, "identity_links", ["agent_id", "actor_a", "actor_b", "proof", "verified_at", "revoked_at"],
+                  layer.link_rows)
+        summary = layer.summary(written)
+        progress(f"{summary['messages_with_evidence']:,} evidence rows, {summary['memories']:,} memories, "
+                 f"{summary['identity_links']} identity links")
+
     with conn.transaction(), conn.cursor() as cur:
-        for table in ("workspaces", "agents", "connectors", "actors", "conversations", "messages"):
+        for table in ("workspaces", "agents", "connectors", "actors", "conversations", "messages") + (
+                ("memories",) if layer is not None else ()):
             cur.execute(f"select setval(pg_get_serial_sequence('{table}', 'id'), (select max(id) from {table}))")
 
     return Corpus(
@@ -591,6 +872,7 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
         conversations=len(plan.conversations),
         messages=written,
         planted={**counts, "title conversations": sum(c.rose for c in plan.conversations)},
+        disclosure=summary,
     )
 
 
