@@ -187,6 +187,14 @@ class Settings(BaseSettings):
             "the filters."
         ),
     )
+    hybrid_exact_max_rows: int = Field(
+        default=10_000, ge=0,
+        description=(
+            "Agents with at most this many indexed messages get exact vector search (through the "
+            "agent's btree, recall 1.0); larger perspectives use the model's HNSW index with "
+            "pgvector's iterative scan."
+        ),
+    )
 
     @property
     def embeddings_enabled(self) -> bool:

