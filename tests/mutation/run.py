@@ -24,6 +24,20 @@ from history_mutants import HISTORY_MUTANTS  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
 
 SUITES = ["tests/db", "tests/api", "tests/semantic"]
+# Each mutant runs the suites that exercise the file it edits (CI has 2 cores and 90 minutes;
+# every suite for every mutant would take most of it). A mutant the narrower suites miss
+# fails the check, so narrowing can only make the check stricter, never quietly weaker.
+SUITES_FOR = {
+    "backscroll/sessions.py": ["tests/db/test_sessions.py", "tests/api/test_sessions_api.py",
+                               "tests/api/test_bad_input.py", "tests/api/test_demo.py"],
+    "backscroll/history.py": ["tests/db/test_history_contract.py", "tests/db/test_history_property.py",
+                              "tests/api/test_history_api.py", "tests/semantic/test_hybrid_history.py"],
+}
+SUITES_FOR["backscroll/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/history.py"]
+
+
+def suites_for(mutant: Mutant) -> list[str]:
+    return SUITES_FOR.get(mutant.file, SUITES)
 
 
 def constant_region(source: str, constant: str, sql: bool = False) -> tuple[int, int]:
@@ -61,7 +75,7 @@ def copy_project(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def failing_tests(tree: Path, report: Path) -> list[str]:
+def failing_tests(tree: Path, report: Path, suites: list[str]) -> list[str]:
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     where = subprocess.run([sys.executable, "-c", "import backscroll; print(backscroll.__file__)"], cwd=tree,
                            env=env, check=True, capture_output=True, text=True).stdout.strip()
@@ -70,7 +84,7 @@ def failing_tests(tree: Path, report: Path) -> list[str]:
     # A basetemp of its own: pytest prunes old run directories under /tmp/pytest-of-*, which
     # would pull a live embedded PostgreSQL out from under a concurrent run.
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    f"--basetemp={report.parent / 'pytest'}", f"--junitxml={report}", *SUITES],
+                    f"--basetemp={report.parent / 'pytest'}", f"--junitxml={report}", *suites],
                    cwd=tree, env=env, capture_output=True, text=True)
     if not report.exists():
         raise SystemExit("pytest produced no report")
@@ -81,10 +95,10 @@ def failing_tests(tree: Path, report: Path) -> list[str]:
     return failed
 
 
-def collected(marker: str) -> set[str]:
+def collected(marker: str, suites: list[str]) -> set[str]:
     """Test ids (module::name) carrying a marker, in the junit report's spelling."""
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-m", marker, *SUITES], cwd=ROOT, capture_output=True, text=True).stdout
+                          "-m", marker, *suites], cwd=ROOT, capture_output=True, text=True).stdout
     ids = set()
     for line in out.splitlines():
         if "::" in line:
@@ -120,13 +134,17 @@ def main() -> int:
     args = parser.parse_args()
     survivors = []
     chosen = [m for m in [*MUTANTS, *HISTORY_MUTANTS] if not args.k or args.k in m.name]
-    privacy, lineage_marked = collected("privacy"), collected("lineage")
+    marked: dict[tuple[str, ...], tuple[set[str], set[str]]] = {}
     for number, mutant in enumerate(chosen, start=1):
+        suites = suites_for(mutant)
+        if tuple(suites) not in marked:
+            marked[tuple(suites)] = collected("privacy", suites), collected("lineage", suites)
+        privacy, lineage_marked = marked[tuple(suites)]
         with tempfile.TemporaryDirectory(prefix="backscroll-mutant-") as scratch:
             tree = Path(scratch) / "tree"
             copy_project(tree)
             apply(mutant, tree)
-            failed = failing_tests(tree, Path(scratch) / "report.xml")
+            failed = failing_tests(tree, Path(scratch) / "report.xml", suites)
         problem = verdict(mutant, failed, privacy, lineage_marked)
         state = "killed" if problem is None else "SURVIVED"
         print(f"[{number}/{len(chosen)}] {mutant.name}: {state} by {len(failed)} test(s)", flush=True)
