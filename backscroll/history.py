@@ -347,6 +347,11 @@ values (%(turn)s, %(digest)s, %(filters)s, %(destination)s, %(requested)s, %(eff
         %(status)s, %(mode)s, %(degradation)s, %(selected)s, %(exclusions)s)
 returning id
 """
+# The reply's provenance as a whole: the pre-delivery recheck asks exactly this.
+JOINT_LINEAGE = """
+select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_kind)s::audience_kind,
+                                 %(d_namespace)s, %(d_readers)s::text[]) as ok
+"""
 EXCLUSION_KEYS = ("already_in_context", "no_evidence", "audience", "lineage", "below_cutoff")
 
 
@@ -370,6 +375,10 @@ class Turn:
     def destination_params(self) -> dict:
         return {"d_kind": self.audience_kind, "d_namespace": self.audience_namespace,
                 "d_readers": list(self.audience_readers)}
+
+
+def _jointly_allowed(conn: psycopg.Connection, ids: list[int], params: dict) -> bool:
+    return bool(conn.execute(JOINT_LINEAGE, {**params, "ids": ids}).fetchone()["ok"])
 
 
 def load_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> Turn:
@@ -505,16 +514,26 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     for r in neighbour_rows:
         around[r["hit"]][r["side"]].append(r["id"])
 
-    # Admit hits in rank order while the turn's evidence stays under the cap.
+    # Admit hits in rank order while the turn's evidence stays under the cap. Each hit's lineage
+    # was allowed on its own; the reply's recheck walks the whole evidence set together, and a
+    # walk past the node cap denies all of it. So a hit is admitted only if the turn's evidence
+    # stays jointly deliverable with it (when it was deliverable to begin with).
     admitted: list[int] = []
     evidence: list[int] = []
     seen = set(in_context)
     status = "ok"
+    lineage_params = {"agent": turn.agent_id, **turn.destination_params()}
+    guard_joint = bool(hit_ids) and _jointly_allowed(conn, list(in_context), lineage_params)
+    jointly_denied = 0
     for h in hit_ids:
         group = [m for m in [*around[h]["before"], h, *around[h]["after"]] if m not in seen and m not in evidence]
         if used + len(evidence) + len(group) > EVIDENCE_CAP:
             status = "search_budget_exhausted"
             break
+        if guard_joint and not _jointly_allowed(conn, [*in_context, *evidence, *group], lineage_params):
+            counts["lineage"] += 1
+            jointly_denied += 1
+            continue
         admitted.append(h)
         evidence.extend(group)
 
@@ -537,7 +556,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
                       for side in ("before", "after")}
         result_hits.append(_hit(texts[h], features, neighbours))
     # Hits cut by the budget were eligible and ranked but not shown.
-    counts["below_cutoff"] += len(hit_ids) - len(admitted)
+    counts["below_cutoff"] += len(hit_ids) - len(admitted) - jointly_denied
     audit(status, effective, selected_audit, counts)
     return {
         "message_ids": evidence,

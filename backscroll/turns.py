@@ -7,7 +7,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import BadRequest, Conflict, NotFound
-from .history import Turn, load_turn
+from .history import JOINT_LINEAGE, Turn, load_turn
 from .ingest import ExternalId, Text
 
 MAX_LOADED = 500        # the history window is capped at 500 messages
@@ -105,10 +105,7 @@ select r.id, k.id is not null as present,
   left join memories k on k.id = r.id
  order by r.id
 """
-RECHECK_LINEAGE = """
-select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_kind)s::audience_kind,
-                                 %(d_namespace)s, %(d_readers)s::text[]) as ok
-"""
+RECHECK_LINEAGE = JOINT_LINEAGE
 RECHECK_MEMORY_LINEAGE = """
 select coalesce(bool_and(backscroll_lineage_allows(k.source_message_ids, %(agent)s, %(d_kind)s::audience_kind,
                                                    %(d_namespace)s, %(d_readers)s::text[])), true) as ok

@@ -375,3 +375,33 @@ def test_the_sidecar_narrows_but_never_vouches(town):
                    (w.agent_id(WS, AGENT), foreign))
     result = ask(town, town.dm_bob, "U_B", "Rose Room events")
     assert_not_disclosed(result, foreign, "another agent's conversation through a stale sidecar row")
+
+
+def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
+    """A reply whose lineage is exactly 5,000 nodes is allowed on its own; with the answering
+    message the reply's whole provenance would be 5,001 nodes, which denies everything. The
+    search must not admit it (it is counted under `lineage`), so the reply stays deliverable."""
+    w = town.w
+    log = w.conversation(WS, AGENT, "C-log", "log", connector=SLACK, audience={"kind": "public"})
+    ids = [r["id"] for r in w.conn.execute(
+        "insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace)"
+        " select %s, 'tool', 'log ' || g, 'finished', 'public', %s from generate_series(1, 4998) g returning id",
+        (log, NS)).fetchall()]
+    w.conn.execute("insert into message_source_evidence (message_id, kind) select unnest(%s::bigint[]), 'ingest'",
+                   (ids,))
+    memory = w.conn.execute(
+        "insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, source_message_ids)"
+        " values (%s, %s, 'all the logs', 'public', %s, %s) returning id",
+        (w.workspace(WS), w.agent_id(WS, AGENT), NS, ids)).fetchone()["id"]
+    reply = w.message(WS, town.general, "The falcon report is ready", role="assistant", minute=5, memories=[memory])
+    alone = w.conn.execute("select backscroll_lineage_allows(array[%s]::bigint[], %s, 'public', %s, '{}') as ok",
+                           (reply, w.agent_id(WS, AGENT), NS)).fetchone()["ok"]
+    assert alone  # 5,000 nodes: at the cap, allowed
+    result = ask(town, town.general, "U_A", "falcon report")
+    assert reply not in result["message_ids"]
+    audit = w.conn.execute("select exclusions from search_audit where turn_id = %s",
+                           (result["turn_id"],)).fetchone()["exclusions"]
+    assert audit["lineage"] == 1
+    turns.store_reply(w.conn, w.workspace(WS), None, result["turn_id"], turns.ReplyIn(body="Let me check."))
+    verdict = turns.recheck(w.conn, w.workspace(WS), None, result["turn_id"])
+    assert verdict["deliverable"], verdict

@@ -695,9 +695,28 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
         return
     effective = max(1, min(requested, remaining // history.MESSAGES_PER_HIT))
     wanted = min(effective, len(eligible))
+    # A hit allowed on its own can still be withheld when the turn's whole evidence with it would
+    # overflow the lineage caps (the reply's recheck walks it all together); the audit row counts
+    # those under `lineage` on top of the per-message rule. Each such withheld message must be
+    # jointly denied by the reference walk, checked below.
+    reference_lineage = sum(1 for m in matching if (first_failure(model, turn, m.id) or ("",))[0] == "lineage")
+    audit_row = conn.execute("select exclusions from search_audit where turn_id = %s order by id desc limit 1",
+                             (turn.id,)).fetchone()
+    jointly_withheld = audit_row["exclusions"]["lineage"] - reference_lineage
+    assert jointly_withheld >= 0, where
+    guard = lineage_denial(model, sorted(turn.in_context), turn.agent, turn.dest.audience) is None
+
+    def jointly_denied(mid: int) -> bool:
+        before, after = expected_neighbours(model, turn, model.msgs[mid])
+        roots = sorted(turn.in_context | set(result["message_ids"]) | {mid, *before, *after})
+        return guard and lineage_denial(model, roots, turn.agent, turn.dest.audience) is not None
+
+    if jointly_withheld:
+        event("a hit withheld by the joint lineage cap")
+        assert any(jointly_denied(mid) for mid in eligible - set(hits)), where
     if result["status"] == "ok":
-        assert len(hits) == wanted, (f"{len(hits)} hits, expected {wanted} (effective limit {effective}, "
-                                     f"eligible {sorted(eligible)}); {where}")
+        assert len(hits) == wanted - jointly_withheld, (
+            f"{len(hits)} hits, expected {wanted} (effective limit {effective}, eligible {sorted(eligible)}); {where}")
     else:
         assert result["status"] == "search_budget_exhausted"
         assert len(hits) < wanted, where
@@ -747,6 +766,8 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
         if hits:
             floor = min(scores[h] for h in hits)
             for mid in eligible - set(hits):
+                if jointly_withheld and jointly_denied(mid):
+                    continue
                 assert scores[mid] <= floor * (1 + SCORE_TOLERANCE) + SCORE_TOLERANCE, (
                     f"MISSING eligible message {mid} (score {scores[mid]}) ranked above the cut ({floor}); {where}")
 
@@ -758,7 +779,8 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
         why = first_failure(model, turn, m.id)
         if why is not None:
             counts[why[0]] += 1
-    counts["below_cutoff"] = len(eligible) - len(hits)
+    counts["below_cutoff"] = len(eligible) - len(hits) - jointly_withheld
+    counts["lineage"] += jointly_withheld
     for key, n in counts.items():
         if n:
             event(f"a match excluded by {key}")
