@@ -133,7 +133,7 @@ with nearest as materialized (
       join conversations c on c.id = m.conversation_id
       join connectors cn on cn.id = c.connector_id
      where e.model = %(model)s
-       and s.agent_id = %(agent)s
+       and s.agent_id = %(agent)s::bigint
        and cn.agent_id = %(agent)s
        and c.workspace_id = %(ws)s
        and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
@@ -156,7 +156,7 @@ PERSPECTIVE_COVERAGE = """
 select count(*) as total, count(e.message_id) as embedded
   from message_search s
   left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
- where s.agent_id = %(agent)s and s.tsv <> ''::tsvector
+ where s.agent_id = %(agent)s::bigint and s.tsv <> ''::tsvector
 """
 
 # One statement: candidates from the sidecar (narrowed by agent): the lexical matches and the
@@ -176,10 +176,10 @@ vec as (
 ),
 candidates as (
     select s.message_id from message_search s cross join q
-     where s.agent_id = %(agent)s and s.tsv @@ q.tsq
+     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
     union
     select s.message_id from message_search s join vec on vec.id = s.message_id
-     where s.agent_id = %(agent)s
+     where s.agent_id = %(agent)s::bigint
 ),
 scored as materialized (
     select m.id, m.conversation_id, m.created_at,
@@ -212,7 +212,7 @@ scored as materialized (
                             where r.conversation_id = m.conversation_id
                               and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
       ) x
-     where s.agent_id = %(agent)s
+     where s.agent_id = %(agent)s::bigint
        and cn.agent_id = %(agent)s
        and c.workspace_id = %(ws)s
        and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))

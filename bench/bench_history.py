@@ -584,7 +584,8 @@ def build(server_url: str, spec: corpus.Spec, disclosure: corpus.Disclosure, reu
             with psycopg.connect(url, autocommit=True) as conn:
                 row = conn.execute("select spec, info from bench_meta").fetchone()
             if row and row[0] == _spec_key(spec, disclosure):
-                log(f"reusing database {DB_NAME} (same corpus spec)")
+                log(f"reusing database {DB_NAME} (same corpus spec); applying any newer migrations")
+                migrate(url)
                 return url, {**json.loads(row[1]), "reused": True}
         except psycopg.errors.UndefinedTable:
             pass
