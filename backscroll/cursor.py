@@ -1,10 +1,10 @@
 """Opaque, signed page cursors.
 
 A cursor is ``base64url(json) "." base64url(tag)``. The JSON holds the position of the last
-row served (``(last_active_at, id)`` for the recent list, ``(tier, score, id)`` for a ranked
-search) and a fingerprint of the request it pages, so a cursor cannot be replayed against a
-different query. The tag is an HMAC, so a forged or truncated cursor is refused with 400
-rather than reaching SQL.
+row served (``(last_active_at, id)`` for the recent list, ``(tier, score, content score, id)``
+for a ranked search) and a fingerprint of the request it pages, so a cursor cannot be replayed
+against a different query. The tag is an HMAC, so a forged or truncated cursor is refused with
+400 rather than reaching SQL.
 """
 
 from __future__ import annotations

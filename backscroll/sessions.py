@@ -7,6 +7,7 @@ Nothing is filtered after a query returns, and no response counts what was hidde
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,9 +25,16 @@ MAX_ID = 9_223_372_036_854_775_807
 HL_START, HL_STOP = "\ue000", "\ue001"
 SEARCHABLE_CHARS = 100_000  # the sidecar indexes this much of each body; excerpts read as much
 
+# The reader's agents (after the `agent` filter), the agent the filter names, every agent of the
+# workspace (search() reaches the reader's own conversations with the others through the
+# sidecar's GIN index) and the workspace's text search configuration (so a search can write
+# its tsquery as a constant the planner sees, instead of joining workspaces).
 RESOLVE_SCOPE = """
 select coalesce(array_agg(a.id order by a.id), '{}') as agent_ids,
-       (select id from agents where workspace_id = %(ws)s and slug = %(only_slug)s) as only_agent
+       (select id from agents where workspace_id = %(ws)s and slug = %(only_slug)s) as only_agent,
+       (select coalesce(array_agg(o.id order by o.id), '{}') from agents o
+         where o.workspace_id = %(ws)s) as workspace_agents,
+       (select w.ts_config::text from workspaces w where w.id = %(ws)s) as ts_config
   from agents a
  where a.workspace_id = %(ws)s
    and (%(all_agents)s or a.id = any(%(agent_ids)s::bigint[]))
@@ -47,21 +55,22 @@ SESSION_JOINS = """
 """
 
 # Recent list. One keyset scan per visible agent (conversations_agent_recent) plus one over
-# the reader's own conversations (conversations_creator_recent), merged: each reads at most a
-# page, so page 500 costs what page 1 does.
+# the reader's own conversations (conversations_creator_recent), merged and cut to the page
+# before the session details are joined: each scan reads at most a page, so page 500 costs what
+# page 1 does, and only the page's rows are joined.
 RECENT = (
     """
 with page as (
-    select x.id, x.last_active_at
-      from unnest(%(agents)s::bigint[]) as a(agent_id)
-      cross join lateral (
-            select c.id, c.last_active_at
-              from conversations c
-             where c.agent_id = a.agent_id
-               and c.workspace_id = %(ws)s
-               and (c.last_active_at, c.id) < (%(after_at)s::timestamptz, %(after_id)s::bigint)
-             order by c.last_active_at desc, c.id desc
-             limit %(fetch)s) x
+    (select x.id, x.last_active_at
+       from unnest(%(agents)s::bigint[]) as a(agent_id)
+       cross join lateral (
+             select c.id, c.last_active_at
+               from conversations c
+              where c.agent_id = a.agent_id
+                and c.workspace_id = %(ws)s
+                and (c.last_active_at, c.id) < (%(after_at)s::timestamptz, %(after_id)s::bigint)
+              order by c.last_active_at desc, c.id desc
+              limit %(fetch)s) x)
     union
     (select c.id, c.last_active_at
        from conversations c
@@ -71,6 +80,8 @@ with page as (
         and (c.last_active_at, c.id) < (%(after_at)s::timestamptz, %(after_id)s::bigint)
       order by c.last_active_at desc, c.id desc
       limit %(fetch)s)
+    order by last_active_at desc, id desc
+    limit %(fetch)s
 )
 select"""
     + SESSION_COLUMNS
@@ -80,20 +91,29 @@ select"""
     + SESSION_JOINS
     + """
  order by p.last_active_at desc, p.id desc
- limit %(fetch)s
 """
 )
 
 # Ranked search. Titles by trigram (ilike over conversations_title_trgm); contents by full
 # text over the sidecar (finished user and assistant messages only). Both branches carry the
-# same narrowing. A title hit ranks above a content-only hit (tier 2 over tier 1); within a
-# tier by score (word similarity for titles, ts_rank_cd for contents), then by id.
+# same narrowing. A title hit ranks above a content-only hit (tier 2 over tier 1). Within the
+# title tier: by title similarity (word_similarity), then by the conversation's best content
+# rank, so a conversation whose contents match too comes before one that matches on its title
+# only (content_score -1); within the content tier by ts_rank_cd. Then by id.
+#
+# The tsquery is written inline with the workspace's configuration (resolve_scope fetched it):
+# the planner sees a constant, and the final join has no CTE or workspaces to plan around. In
+# the first branch it sits behind an InitPlan, `(select ...)`, so the planner keeps agent_id in
+# the GIN index condition (seeing the selectivity of a common word, it would otherwise filter
+# agent_id on the heap and visit far more pages). The reader's own conversations with other
+# agents are reached through the same GIN index, over the workspace's other agents, instead of
+# reading every sidecar row of every own conversation. A query with no positive term (`-rose`,
+# `-a or b`: querytree() is 'T', or empty) would match nearly everything the reader can see:
+# it searches titles only.
+TSQUERY = "websearch_to_tsquery(%(ts_config)s::regconfig, %(q)s)"
 SEARCH = (
     """
-with q as (
-    select websearch_to_tsquery(w.ts_config, %(q)s) as tsq from workspaces w where w.id = %(ws)s
-),
-title_hits as (
+with title_hits as (
     select c.id, word_similarity(%(q)s, c.title) as score
       from conversations c
      where c.workspace_id = %(ws)s
@@ -103,20 +123,22 @@ title_hits as (
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
 ),
 content_matches as (
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, q.tsq) as score
-      from message_search s, q
+    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ) as score
+      from message_search s
      where s.agent_id = any(%(agents)s::bigint[])
-       and s.tsv @@ q.tsq
+       and s.tsv @@ (select TSQ)
+       and querytree(TSQ) not in ('T', '')
     union all
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, q.tsq)
-      from conversations c
-      join message_search s on s.conversation_id = c.id
-     cross join q
+    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ)
+      from message_search s
+      join conversations c on c.id = s.conversation_id
      where c.creator_actor_id = %(actor)s
        and c.workspace_id = %(ws)s
        and not (c.agent_id = any(%(agents)s::bigint[]))
        and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
-       and s.tsv @@ q.tsq
+       and s.agent_id = any(%(other_agents)s::bigint[])
+       and s.tsv @@ TSQ
+       and querytree(TSQ) not in ('T', '')
 ),
 best_content as (
     select distinct on (conversation_id) conversation_id, message_id, score
@@ -127,6 +149,7 @@ hits as (
     select coalesce(t.id, b.conversation_id) as id,
            case when t.id is not null then 2 else 1 end as tier,
            coalesce(t.score, b.score)::real as score,
+           coalesce(b.score, -1)::real as content_score,
            t.id is not null as on_title,
            b.message_id
       from title_hits t
@@ -134,29 +157,28 @@ hits as (
 ),
 page as (
     select * from hits h
-     where (h.tier, h.score, h.id) < (%(after_tier)s::int, %(after_score)s::real, %(after_id)s::bigint)
-     order by h.tier desc, h.score desc, h.id desc
+     where (h.tier, h.score, h.content_score, h.id)
+           < (%(after_tier)s::int, %(after_score)s::real, %(after_content)s::real, %(after_id)s::bigint)
+     order by h.tier desc, h.score desc, h.content_score desc, h.id desc
      limit %(fetch)s
 )
 select"""
     + SESSION_COLUMNS
     + """,
-       p.tier, p.score, p.on_title, p.message_id,
+       p.tier, p.score, p.content_score, p.on_title, p.message_id,
        case when p.message_id is not null then
-            ts_headline(w.ts_config,
+            ts_headline(%(ts_config)s::regconfig,
                         translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        q.tsq, %(headline_options)s)
+                        TSQ, %(headline_options)s)
        end as excerpt
   from page p
   join conversations c on c.id = p.id"""
     + SESSION_JOINS
     + """
-  join workspaces w on w.id = c.workspace_id
-  cross join q
   left join messages m on m.id = p.message_id
- order by p.tier desc, p.score desc, p.id desc
+ order by p.tier desc, p.score desc, p.content_score desc, p.id desc
 """
-)
+).replace("TSQ", TSQUERY)
 
 ONE = (
     "select"
@@ -177,6 +199,11 @@ class Scope:
     actor_id: int
     agent_ids: list[int]
     only_agent: int | None  # the `agent` filter, when it names an existing agent
+    # The workspace's agents outside agent_ids (and inside the `agent` filter): search reaches the
+    # reader's own conversations with them through the sidecar's GIN index. Not a grant: the own
+    # conversations are still narrowed by creator, workspace and filter.
+    other_agent_ids: list[int]
+    ts_config: str | None  # the workspace's text search configuration
 
 
 @dataclass(frozen=True)
@@ -206,7 +233,10 @@ def resolve_scope(conn: psycopg.Connection, principal: Principal, agent: str | N
     only_agent = row["only_agent"]
     if agent is not None and only_agent is None:
         only_agent = -1  # an agent that does not exist: own conversations with it are none
-    return Scope(principal.workspace_id, principal.actor_id, list(row["agent_ids"]), only_agent)
+    agent_ids = list(row["agent_ids"])
+    others = [a for a in row["workspace_agents"]
+              if a not in agent_ids and (only_agent is None or a == only_agent)]
+    return Scope(principal.workspace_id, principal.actor_id, agent_ids, only_agent, others, row["ts_config"])
 
 
 def _session(row: dict) -> dict:
@@ -295,13 +325,9 @@ def escape_like(text: str) -> str:
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
            limit: int, limits: Limits) -> dict:
     fp = fingerprint("search", q, scope.only_agent)
-    after = [3, 0.0, MAX_ID]
+    after = [3, math.inf, math.inf, MAX_ID]  # before every row
     if before:
-        position = codec.decode(before, "search", fp)
-        try:
-            after = [int(position[0]), float(position[1]), int(position[2])]
-        except (TypeError, ValueError, IndexError):
-            raise BadRequest("invalid cursor", code="invalid_cursor") from None
+        after = _search_position(codec.decode(before, "search", fp))
     agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
     rows = conn.execute(
         SEARCH,
@@ -312,9 +338,13 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
             "only_agent": scope.only_agent,
             "q": q,
             "pattern": f"%{escape_like(q)}%",
+            "other_agents": [a for a in scope.other_agent_ids
+                             if scope.only_agent is None or a == scope.only_agent],
+            "ts_config": scope.ts_config,
             "after_tier": after[0],
-            "after_score": after[1] if before else float("inf"),
-            "after_id": after[2],
+            "after_score": after[1],
+            "after_content": after[2],
+            "after_id": after[3],
             "fetch": limit + 1,
             "searchable": SEARCHABLE_CHARS,
             "markers": HL_START + HL_STOP,
@@ -336,8 +366,22 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     nxt = None
     if more:
         last = rows[-1]
-        nxt = codec.encode("search", fp, [last["tier"], last["score"], last["id"]])
+        nxt = codec.encode("search", fp, [last["tier"], last["score"], last["content_score"], last["id"]])
     return {"sessions": sessions, "next": nxt}
+
+
+def _search_position(position: object) -> list:
+    """(tier, score, content score, id) of the last row served, from a decoded cursor."""
+    try:
+        if not isinstance(position, list) or len(position) != 4:
+            raise ValueError
+        tier, score, content, conversation = position
+        if type(tier) is not int or tier not in (1, 2) or type(conversation) is not int \
+                or not all(type(v) in (int, float) and math.isfinite(v) for v in (score, content)):
+            raise ValueError
+    except ValueError:
+        raise BadRequest("invalid cursor", code="invalid_cursor") from None
+    return [tier, float(score), float(content), conversation]
 
 
 def validate_query(q: str | None, limits: Limits) -> str | None:

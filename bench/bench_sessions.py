@@ -128,130 +128,26 @@ select (select count(*) from vis) as conversations,
 
 
 # ---------------------------------------------------------------------------------------------
-# Prototypes (not the product): the product's SEARCH with changes the EXPLAIN output suggests.
-# They run through the real sessions.search(), on a connection that swaps the statement, so
-# cursor handling and excerpt parsing are the product's; the benchmark checks they return the
-# same page (ids, matches, excerpts) as the product.
+# Prototypes (not the product): variants of the product's SEARCH, run through the real
+# sessions.search() on a connection that swaps the statement, so cursor handling and excerpt
+# parsing are the product's; the benchmark checks they return the same pages as the product.
 #
-# A: the tsquery is written inline, websearch_to_tsquery(<workspace's config>, q), with the
-#    config passed as a parameter (resolve_scope would fetch it), instead of a CTE `q` joined
-#    to workspaces. The planner then sees the query's selectivity, the final join loses two
-#    relations (q, workspaces), and planning gets cheaper. The own-conversations branch reaches
-#    the sidecar through its GIN index (agent_id = any(<the workspace's other agents>), which
-#    resolve_scope would also return) instead of walking every sidecar row of every own
-#    conversation.
-# B: A, but the first branch's tsquery sits behind an InitPlan, `(select websearch_to_tsquery(..))`,
-#    so the planner keeps agent_id in the GIN index condition for common words (with the
-#    selectivity visible it otherwise filters agent_id on the heap and visits ~50% more pages).
+# Proposals B (content search) and R (recent list) of RESULTS.md are the product now. What is
+# left is an ablation that shows why B puts the first branch's tsquery behind an InitPlan:
+# A: the product's SEARCH with the tsquery of the first branch written inline, like everywhere
+#    else. The planner then sees a common word's selectivity and filters agent_id on the heap
+#    instead of keeping it in the GIN index condition (~50% more heap pages, slower).
 
-_TSQ = "websearch_to_tsquery(%(bench_cfg)s::regconfig, %(q)s)"
-PROTOTYPE_A = """
-with title_hits as (
-    select c.id, word_similarity(%(q)s, c.title) as score
-      from conversations c
-     where c.workspace_id = %(ws)s
-       and c.title ilike %(pattern)s
-       and (c.agent_id = any(%(agents)s::bigint[])
-            or (c.creator_actor_id = %(actor)s
-                and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
-),
-content_matches as (
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ) as score
-      from message_search s
-     where s.agent_id = any(%(agents)s::bigint[])
-       and s.tsv @@ MAIN_TSQ
-    union all
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ)
-      from message_search s
-      join conversations c on c.id = s.conversation_id
-     where s.agent_id = any(%(bench_other_agents)s::bigint[])
-       and s.tsv @@ TSQ
-       and c.creator_actor_id = %(actor)s
-       and c.workspace_id = %(ws)s
-       and not (c.agent_id = any(%(agents)s::bigint[]))
-       and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
-),
-best_content as (
-    select distinct on (conversation_id) conversation_id, message_id, score
-      from content_matches
-     order by conversation_id, score desc, message_id desc
-),
-hits as (
-    select coalesce(t.id, b.conversation_id) as id,
-           case when t.id is not null then 2 else 1 end as tier,
-           coalesce(t.score, b.score)::real as score,
-           t.id is not null as on_title,
-           b.message_id
-      from title_hits t
-      full join best_content b on b.conversation_id = t.id
-),
-page as (
-    select * from hits h
-     where (h.tier, h.score, h.id) < (%(after_tier)s::int, %(after_score)s::real, %(after_id)s::bigint)
-     order by h.tier desc, h.score desc, h.id desc
-     limit %(fetch)s
-)
-select""" + sessions.SESSION_COLUMNS + """,
-       p.tier, p.score, p.on_title, p.message_id,
-       case when p.message_id is not null then
-            ts_headline(%(bench_cfg)s::regconfig,
-                        translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        TSQ, %(headline_options)s)
-       end as excerpt
-  from page p
-  join conversations c on c.id = p.id""" + sessions.SESSION_JOINS + """
-  left join messages m on m.id = p.message_id
- order by p.tier desc, p.score desc, p.id desc
-"""
-PROTOTYPE_B = PROTOTYPE_A.replace("MAIN_TSQ", f"(select {_TSQ})").replace("TSQ", _TSQ)
-PROTOTYPE_A = PROTOTYPE_A.replace("MAIN_TSQ", _TSQ).replace("TSQ", _TSQ)
-
-# R: the recent list with the merged page cut to `fetch` rows before the session details are
-#    joined; the product joins conversations, agents, connectors and actors for every candidate
-#    ((agents + 1) × fetch rows: 231 for a reader of 10 agents) and sorts afterwards.
-PROTOTYPE_RECENT = """
-with page as (
-    (select x.id, x.last_active_at
-       from unnest(%(agents)s::bigint[]) as a(agent_id)
-       cross join lateral (
-             select c.id, c.last_active_at
-               from conversations c
-              where c.agent_id = a.agent_id
-                and c.workspace_id = %(ws)s
-                and (c.last_active_at, c.id) < (%(after_at)s::timestamptz, %(after_id)s::bigint)
-              order by c.last_active_at desc, c.id desc
-              limit %(fetch)s) x)
-    union
-    (select c.id, c.last_active_at
-       from conversations c
-      where c.creator_actor_id = %(actor)s
-        and c.workspace_id = %(ws)s
-        and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
-        and (c.last_active_at, c.id) < (%(after_at)s::timestamptz, %(after_id)s::bigint)
-      order by c.last_active_at desc, c.id desc
-      limit %(fetch)s)
-    order by last_active_at desc, id desc
-    limit %(fetch)s
-)
-select""" + sessions.SESSION_COLUMNS + """
-  from page p
-  join conversations c on c.id = p.id""" + sessions.SESSION_JOINS + """
- order by p.last_active_at desc, p.id desc
-"""
-
-SCOPE_EXTRAS = """
-select w.ts_config::text as cfg,
-       coalesce((select array_agg(a.id order by a.id) from agents a
-                  where a.workspace_id = w.id and not (a.id = any(%(agents)s::bigint[]))), '{}') as other_agents
-  from workspaces w where w.id = %(ws)s
-"""
+PROTOTYPE_A = sessions.SEARCH.replace(f"(select {sessions.TSQUERY})", sessions.TSQUERY)
+assert PROTOTYPE_A != sessions.SEARCH, "the product's SEARCH no longer has the InitPlan this ablation removes"
 
 
 class _Swapping:
     """A connection that runs `statement` (with `extra` parameters) in place of `replaces`."""
 
-    def __init__(self, conn: psycopg.Connection, statement: str, extra: dict, replaces: str = sessions.SEARCH):
-        self._conn, self._statement, self._extra, self._replaces = conn, statement, extra, replaces
+    def __init__(self, conn: psycopg.Connection, statement: str, extra: dict | None = None,
+                 replaces: str = sessions.SEARCH):
+        self._conn, self._statement, self._extra, self._replaces = conn, statement, extra or {}, replaces
 
     def execute(self, query, params=None, *args, **kwargs):
         if query == self._replaces:
@@ -419,7 +315,6 @@ class Reader:
     deep_page: int = 0
     deep_cursor: str | None = None
     deep_matches_offset: bool | None = None
-    extras: dict = field(default_factory=dict)          # for the prototypes: ts config, other agents
     same_as_product: dict = field(default_factory=dict)  # prototype key -> returns the product's page
     results: dict = field(default_factory=dict)
     explain_times: dict = field(default_factory=dict)   # title -> (planning ms, execution ms)
@@ -459,7 +354,7 @@ SEARCHES = [
     ("common", f"common word `{corpus.COMMON_TERM}`", corpus.COMMON_TERM),
     ("title", f"title phrase `{corpus.TITLE_QUERY}`", corpus.TITLE_QUERY),
 ]
-PROTOTYPES = {"A": PROTOTYPE_A, "B": PROTOTYPE_B}
+PROTOTYPES = {"A": PROTOTYPE_A}
 
 
 def product_cases(conn, reader: Reader, codec: CursorCodec, limits: sessions.Limits, page_size: int,
@@ -475,18 +370,13 @@ def product_cases(conn, reader: Reader, codec: CursorCodec, limits: sessions.Lim
                     lambda: sessions.recent(conn, scope, codec, reader.deep_cursor, page_size)))
     if prototypes:
         for name, statement in PROTOTYPES.items():
-            swapped = _Swapping(conn, statement, reader.extras)
+            swapped = _Swapping(conn, statement)
             for key, label, term in SEARCHES:
                 if key == "ident":
                     continue
-                out.append(Case(f"{name}_{key}", f"prototype {name}: {label}", "prototype",
+                out.append(Case(f"{name}_{key}", f"prototype {name} (no InitPlan): {label}", "prototype",
                                 lambda term=term, swapped=swapped: sessions.search(swapped, scope, codec, term, None,
                                                                                     page_size, limits)))
-        swapped = _Swapping(conn, PROTOTYPE_RECENT, {}, sessions.RECENT)
-        out.append(Case("R_page1", "prototype R: recent, page 1", "prototype",
-                        lambda: sessions.recent(swapped, scope, codec, None, page_size)))
-        out.append(Case("R_deep", "prototype R: recent, deep page", "prototype",
-                        lambda: sessions.recent(swapped, scope, codec, reader.deep_cursor, page_size)))
     return out
 
 
@@ -533,7 +423,7 @@ def check_prototypes(conn, reader: Reader, codec: CursorCodec, limits: sessions.
     """A prototype counts only if it serves the product's pages: same sessions, matches,
     excerpts, cursors; checked on the first two pages of every benchmark query."""
     for name, statement in PROTOTYPES.items():
-        swapped = _Swapping(conn, statement, reader.extras)
+        swapped = _Swapping(conn, statement)
         same = True
         for _, _, term in SEARCHES:
             before_p = before_x = None
@@ -546,16 +436,6 @@ def check_prototypes(conn, reader: Reader, codec: CursorCodec, limits: sessions.
                     same &= before_p == before_x
                     break
         reader.same_as_product[name] = same
-    swapped = _Swapping(conn, PROTOTYPE_RECENT, {}, sessions.RECENT)
-    same = True
-    for cursor in (None, reader.deep_cursor):
-        p = sessions.recent(conn, reader.scope, codec, cursor, page_size)
-        x = sessions.recent(swapped, reader.scope, codec, cursor, page_size)
-        same &= p == x
-        if p["next"] is not None:
-            same &= sessions.recent(conn, reader.scope, codec, p["next"], page_size) == \
-                sessions.recent(swapped, reader.scope, codec, x["next"], page_size)
-    reader.same_as_product["R"] = same
 
 
 # ---------------------------------------------------------------------------------------------
@@ -798,8 +678,6 @@ def main(argv: list[str] | None = None) -> int:
         r.stats = conn.execute(SCOPE_STATS, {
             **scope_params, "rare": corpus.RARE_TERM, "ident": corpus.RARE_IDENTIFIER, "common": corpus.COMMON_TERM,
             "title": f"%{sessions.escape_like(corpus.TITLE_QUERY)}%"}).fetchone()
-        extras = conn.execute(SCOPE_EXTRAS, scope_params).fetchone()
-        r.extras = {"bench_cfg": extras["cfg"], "bench_other_agents": list(extras["other_agents"])}
         walk(conn, r, codec, args.page_size, args.deep_page)
         log(f"reader {r.label}: {r.stats['conversations']:,} conversations, {r.stats['indexed']:,} indexed "
             f"messages; deep page {r.deep_page}")
@@ -837,14 +715,10 @@ def main(argv: list[str] | None = None) -> int:
                     for name, statement in PROTOTYPES.items():
                         query, params = capture(lambda c: sessions.search(c, r.scope, codec, corpus.COMMON_TERM, None,
                                                                            args.page_size, limits))
-                        text = explain(conn, statement, {**params, **r.extras})
+                        text = explain(conn, statement, params)
                         title = f"prototype {name}: search `{corpus.COMMON_TERM}`"
                         r.explain_times[title] = _explain_times(text)
                         explains.append(f"=== {r.label}: {title}\n{text}\n")
-                    query, params = capture(lambda c: sessions.recent(c, r.scope, codec, r.deep_cursor, args.page_size))
-                    text = explain(conn, PROTOTYPE_RECENT, params)
-                    r.explain_times["prototype R: recent, deep page"] = _explain_times(text)
-                    explains.append(f"=== {r.label}: prototype R: recent, deep page\n{text}\n")
         if not args.no_baselines and not args.no_explain:
             text = explain(conn, EXPRESSION_GIN_SEARCH, {**scope_params, "fetch": args.page_size + 1,
                                                          "q": corpus.COMMON_TERM})

@@ -610,3 +610,137 @@ def test_search_cursor_survives_a_new_hit(ranked, codec):
     assert not set(seen) & set(rest)
     assert set(seen) | set(rest) - {late} == hits
     assert len(rest) == len(set(rest))
+
+
+# ---------------------------------------------------------------------------------------------
+# ranking inside the title tier; queries without a positive term; cursor positions
+
+
+@pytest.fixture
+def title_tier(world) -> tuple[World, dict[str, int]]:
+    """Titles that match "rose" equally well; some conversations also say it, more or less often."""
+    convs = {}
+    for name, says in (("title-only-a", None), ("says-once", "a rose"), ("title-only-b", None),
+                       ("says-thrice", "rose, rose and rose"), ("title-only-c", None), ("says-twice", "rose rose"),
+                       ("says-tulip", "a tulip")):
+        convs[name] = world.conversation(WS, "concierge", name, "The rose room")
+        if says:
+            world.message(WS, convs[name], says)
+    convs["content-only"] = world.conversation(WS, "concierge", "content-only", "untitled")
+    world.message(WS, convs["content-only"], "rose rose rose rose")
+    return world, convs
+
+
+def test_title_hits_whose_contents_match_rank_first_in_the_title_tier(title_tier, codec):
+    w, convs = title_tier
+    scope = scope_of(w, reader(w, WS, "bob"))
+    # Same title, so the same title similarity: the content decides (more mentions rank higher),
+    # then title-only hits by id, newest first; the content-only hit stays below every title hit.
+    title_only = sorted((convs[n] for n in ("title-only-a", "title-only-b", "title-only-c", "says-tulip")),
+                        reverse=True)
+    expected = [convs["says-thrice"], convs["says-twice"], convs["says-once"], *title_only, convs["content-only"]]
+    page = search(w, scope, codec, "rose")
+    assert [s["id"] for s in page["sessions"]] == expected
+    on = {s["id"]: s["match"]["on"] for s in page["sessions"]}
+    assert [on[i] for i in expected] == [["title", "content"]] * 3 + [["title"]] * 4 + [["content"]]
+    assert len({s["match"]["score"] for s in page["sessions"][:7]}) == 1  # the title score is the same
+    for limit in (1, 2, 3, 4):
+        assert search_ids(w, scope, codec, "rose", limit) == expected, limit
+
+
+def test_title_tier_order_survives_paging_with_ties(world, codec):
+    """Many title+content hits with identical titles and bodies: the cursor's extra key pages them."""
+    ids = []
+    for n in range(7):
+        c = world.conversation(WS, "concierge", f"t{n}", "rose")
+        if n % 2:
+            world.message(WS, c, "rose")
+        ids.append(c)
+    scope = scope_of(world, reader(world, WS, "bob"))
+    said = sorted(ids[1::2], reverse=True)
+    expected = said + sorted(ids[0::2], reverse=True)
+    for limit in (1, 2, 3, 100):
+        assert search_ids(world, scope, codec, "rose", limit) == expected, limit
+
+
+NO_POSITIVE_TERM = ["-rose", "-garden", "-garden -room", "-garden or petals", "rose or -garden"]
+
+
+def test_a_query_without_a_positive_term_searches_titles_only(contents, codec):
+    """`-garden` alone would match nearly every message the reader may see; only titles answer."""
+    w, convs = contents
+    titled = w.conversation(WS, "concierge", "titled", "Tea-rose and -garden notes")
+    w.message(WS, titled, "Nothing about flowers", minute=9)
+    scope = scope_of(w, reader(w, WS, "bob"))
+    found = {q: [(s["id"], s["match"]["on"]) for s in search(w, scope, codec, q)["sessions"]]
+             for q in NO_POSITIVE_TERM}
+    assert found == {"-rose": [(titled, ["title"])], "-garden": [(titled, ["title"])], "-garden -room": [],
+                     "-garden or petals": [], "rose or -garden": []}
+    # the same for the reader's own conversations with agents outside the token's scope
+    mine = w.conversation(WS, "concierge", "mine", "untitled", creator="bob")
+    w.message(WS, mine, "my own notes", minute=10)
+    own_only = scope_of(w, reader(w, WS, "bob", agents=[]))
+    assert own_only.other_agent_ids and search(w, own_only, codec, "notes")["sessions"]
+    assert {q: search(w, own_only, codec, q)["sessions"] for q in NO_POSITIVE_TERM} == \
+        {q: [] for q in NO_POSITIVE_TERM}
+    # a positive term next to the exclusion searches contents as before
+    assert {s["id"] for s in search(w, scope, codec, "rose -garden")["sessions"]} == \
+        {convs["phrase"], convs["petals"]}
+
+
+def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
+    w, _ = contents
+    scope = scope_of(w, reader(w, WS, "bob"))
+    statements = []
+
+    class Recording:
+        def execute(self, query, params=None):
+            statements.append((query, params))
+            return w.conn.execute(query, params)
+
+    sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS)
+    [(query, params)] = statements
+    plan = "\n".join(r["QUERY PLAN"] for r in w.conn.execute("explain " + query, params).fetchall())
+    assert "message_search" not in plan
+
+
+def test_search_refuses_a_malformed_cursor_position(ranked, codec):
+    from backscroll.cursor import fingerprint
+
+    w, _ = ranked
+    scope = scope_of(w, reader(w, WS, "bob", agents=["concierge"]))
+    fp = fingerprint("search", "rose", None)
+    good = search(w, scope, codec, "rose", 2)["next"]
+    assert search(w, scope, codec, "rose", 2, good)["sessions"]
+    for position in ([2, 1.0, 5], [2, 1.0, -1.0, 5, 0], [2, "1.0", -1.0, 5], [2, 1.0, -1.0, "5"], [3, 1.0, -1.0, 5],
+                     [True, 1.0, -1.0, 5], [2.0, 1.0, -1.0, 5], [2, 1.0, False, 5], [2, 1.0, -1.0, 5.5], [2, float("nan"), -1.0, 5],
+                     [2, 1.0, float("inf"), 5], [2, None, -1.0, 5], {"tier": 2}, "2,1,5", None):
+        with pytest.raises(BadRequest) as info:
+            search(w, scope, codec, "rose", 2, codec.encode("search", fp, position))
+        assert info.value.code == "invalid_cursor", position
+
+
+# ---------------------------------------------------------------------------------------------
+# defence in depth: the sidecar narrows by agent; a row that disagrees with its conversation opens nothing
+
+
+def test_sidecar_row_of_another_workspace_opens_nothing(world, codec):
+    """A sidecar row for a message of workspace globex that names a conversation of acme (no write
+    path makes one) surfaces in no search of acme: neither through the reader's agents nor through
+    the reader's own conversations with other agents."""
+    secret_conv = world.conversation("globex", "concierge", "g1", "untitled", creator="carol")
+    secret = world.message("globex", secret_conv, "the globex kumquat secret")
+    in_scope = world.conversation(WS, "concierge", "a1", "untitled")
+    own_elsewhere = world.conversation(WS, "billing", "a2", "untitled", creator="bob")
+    bob = scope_of(world, reader(world, WS, "bob", agents=["concierge"]))
+    assert search(world, bob, codec, "kumquat")["sessions"] == []
+    for target in (in_scope, own_elsewhere):
+        world.conn.execute("update message_search set conversation_id = %s where message_id = %s", (target, secret))
+        assert search(world, bob, codec, "kumquat")["sessions"] == [], target
+        for agent in ("concierge", "billing"):
+            assert search(world, scope_of(world, reader(world, WS, "bob", agents=["concierge"]), agent), codec,
+                          "kumquat")["sessions"] == [], (target, agent)
+    # the same row, pointed back at its own conversation, is found by a reader of globex
+    world.conn.execute("update message_search set conversation_id = %s where message_id = %s", (secret_conv, secret))
+    carol = scope_of(world, reader(world, "globex", "carol", agents=[]))
+    assert [s["id"] for s in search(world, carol, codec, "kumquat")["sessions"]] == [secret_conv]

@@ -25,6 +25,11 @@ SESSIONS = "backscroll/sessions.py"
 MUTANTS = [
     Mutant("scope: every agent of the workspace", SESSIONS, "RESOLVE_SCOPE",
            "(%(all_agents)s or a.id = any(%(agent_ids)s::bigint[]))", "true"),
+    # The agents outside the reader's scope through which search reaches the reader's own
+    # conversations: only this workspace's, so a sidecar row of another workspace's agent never
+    # surfaces through them.
+    Mutant("scope: other agents only of the workspace", SESSIONS, "RESOLVE_SCOPE",
+           "where o.workspace_id = %(ws)s", "where true"),
     Mutant("recent list: agent predicate", SESSIONS, "RECENT",
            "where c.agent_id = a.agent_id", "where true"),
     Mutant("recent list: own-conversation predicate", SESSIONS, "RECENT",
@@ -38,6 +43,19 @@ MUTANTS = [
            "where s.agent_id = any(%(agents)s::bigint[])", "where true"),
     Mutant("content search: own-conversation predicate", SESSIONS, "SEARCH",
            "where c.creator_actor_id = %(actor)s", "where true"),
+    # The own-conversations branch reaches the sidecar through its GIN index over the workspace's
+    # other agents; a sidecar row naming one of the reader's conversations but indexed under an
+    # agent of another workspace must not surface through it.
+    Mutant("content search: own conversations only through the workspace's other agents", SESSIONS, "SEARCH",
+           "and s.agent_id = any(%(other_agents)s::bigint[])", "and true"),
+    # A query with no positive term (`-rose`) would match nearly everything the reader may see:
+    # contents are not searched at all, in either branch.
+    Mutant("content search: no positive term, agents' branch", SESSIONS, "SEARCH",
+           "and s.tsv @@ (select TSQ)\n       and querytree(TSQ) not in ('T', '')",
+           "and s.tsv @@ (select TSQ)\n       and true"),
+    Mutant("content search: no positive term, own-conversations branch", SESSIONS, "SEARCH",
+           "and s.tsv @@ TSQ\n       and querytree(TSQ) not in ('T', '')",
+           "and s.tsv @@ TSQ\n       and true"),
     Mutant("read one session: visibility predicate", SESSIONS, "ONE",
            "(c.agent_id = any(%(agents)s::bigint[]) or c.creator_actor_id = %(actor)s)", "true"),
     Mutant("read one session: workspace predicate", SESSIONS, "ONE",
