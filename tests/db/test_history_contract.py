@@ -405,3 +405,16 @@ def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
     turns.store_reply(w.conn, w.workspace(WS), None, result["turn_id"], turns.ReplyIn(body="Let me check."))
     verdict = turns.recheck(w.conn, w.workspace(WS), None, result["turn_id"])
     assert verdict["deliverable"], verdict
+
+
+@privacy
+def test_a_neighbour_with_a_narrower_audience_is_skipped(town):
+    """Neighbours pass the same predicates as hits: a message said to Carol alone inside the
+    public channel sits right after a public hit, and must not ride along as its neighbour."""
+    w = town.w
+    hit = w.message(WS, town.general, "Catering deposit for the offsite is paid", speaker="U_B", minute=30)
+    aside = w.message(WS, town.general, "Carol, between us: the caterer is my cousin", speaker="U_B", minute=31,
+                      audience={"kind": "members", "readers": ["U_C"]})
+    result = ask(town, town.dm_bob, "U_B", "catering deposit")
+    assert hit_ids(result) == [hit]
+    assert_not_disclosed(result, aside, "a message said to Carol alone, as a neighbour in Bob's DM")
