@@ -381,6 +381,11 @@ def _jointly_allowed(conn: psycopg.Connection, ids: list[int], params: dict) -> 
     return bool(conn.execute(JOINT_LINEAGE, {**params, "ids": ids}).fetchone()["ok"])
 
 
+def evidence_ids(conn: psycopg.Connection, turn_id: int) -> list[int]:
+    """Every message the turn has seen (answering, loaded, searched): its context and its provenance."""
+    return conn.execute(SELECT_EVIDENCE_IDS, {"turn": turn_id}).fetchone()["ids"]
+
+
 def load_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> Turn:
     row = conn.execute(SELECT_TURN, {"turn": turn_id, "ws": workspace_id}).fetchone()
     if row is None:
@@ -486,7 +491,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
     speakers = _speakers(conn, turn, request.filters, requester_ids)
-    in_context = conn.execute(SELECT_EVIDENCE_IDS, {"turn": turn.id}).fetchone()["ids"]
+    in_context = evidence_ids(conn, turn.id)
     terms = split_terms(request.query)
     f = request.filters
     params = {

@@ -7,7 +7,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import BadRequest, Conflict, NotFound
-from .history import JOINT_LINEAGE, Turn, load_turn
+from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
 from .ingest import ExternalId, Text
 
 MAX_LOADED = 500        # the history window is capped at 500 messages
@@ -58,14 +58,6 @@ INSERT_TURN = """
 insert into turns (workspace_id, agent_id, conversation_id, requester_actor_id, answering_message_id)
 values (%(ws)s, %(agent)s, %(conversation)s, %(requester)s, %(answering)s)
 returning id
-"""
-ADD_EVIDENCE = """
-insert into turn_evidence (turn_id, message_id, via)
-select %(turn)s, unnest(%(ids)s::bigint[]), %(via)s
-on conflict do nothing
-"""
-SELECT_EVIDENCE = """
-select coalesce(array_agg(message_id order by message_id), '{}') as ids from turn_evidence where turn_id = %(turn)s
 """
 INSERT_REPLY = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
@@ -148,10 +140,6 @@ def _turn_for(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int,
     if agent_ids is not None and turn.agent_id not in agent_ids:
         raise NotFound(f"no turn {turn_id}")
     return turn
-
-
-def evidence_ids(conn: psycopg.Connection, turn_id: int) -> list[int]:
-    return conn.execute(SELECT_EVIDENCE, {"turn": turn_id}).fetchone()["ids"]
 
 
 def store_reply(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None, turn_id: int,
