@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..config import Settings
 from ..db import make_pool
+from ..web import routes as web_routes
 from . import errors
 from . import history_routes
 from .routes import router
@@ -86,6 +87,9 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     errors.install(app)
     app.include_router(router)
     app.include_router(history_routes.router)
+    # The sidebar: its page (public, no data) and the transcript endpoint it reads (a reader's).
+    app.include_router(web_routes.api_router)
+    app.include_router(web_routes.page_router)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
 
     @app.middleware("http")  # added last, so it is outermost and measures every answer

@@ -15,6 +15,10 @@ from tests.world import bearer, client
 
 KINDS = ("reader", "runtime", "ingest", "admin")
 EVERYONE = frozenset(KINDS)
+# The sidebar's page, script and stylesheet: fixed files a browser opens from a link, which cannot
+# carry a bearer token. They hold no data (the page fetches everything with the reader's token);
+# test_public_routes_are_fixed_files_that_hold_no_data holds them to that.
+PUBLIC = frozenset({"public"})
 
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/agent-sessions"): frozenset({"reader"}),
@@ -37,9 +41,16 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/turns/{turn_id}/memories"): frozenset({"runtime"}),
     ("POST", "/v1/turns/{turn_id}/recheck"): frozenset({"runtime"}),
     ("GET", "/v1/turns/{turn_id}/trace"): frozenset({"runtime", "admin"}),
+    ("GET", "/v1/agent-sessions/{session_id}/messages"): frozenset({"reader"}),
+    ("GET", "/"): PUBLIC,
+    ("GET", "/c/{conversation}"): PUBLIC,
+    ("GET", "/static/{name}"): PUBLIC,
 }
 
 ROUTES = api_routes()
+# A route missing from ALLOWED counts as authenticated, so it is held to the 401/403 tests too.
+AUTHENTICATED = [r for r in ROUTES if ALLOWED.get(r) is not PUBLIC]
+PUBLIC_ROUTES = [r for r in ROUTES if ALLOWED.get(r) is PUBLIC]
 
 UNKNOWN_TOKEN = "bks_reader_" + "Q" * 43
 
@@ -84,6 +95,8 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
         ident = ids["link"]
     elif template.startswith("/v1/messages/"):
         ident = ids["msg"]
+    elif template == "/static/{name}":
+        ident = "app.js"
     else:
         ident = ids["conv"]
     path = fill(template, ident)
@@ -116,7 +129,7 @@ def _revoke(world, secret: str) -> None:
     assert revoke_token(world.conn, row["id"])
 
 
-@pytest.mark.parametrize("method,template", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+@pytest.mark.parametrize("method,template", AUTHENTICATED, ids=[f"{m} {p}" for m, p in AUTHENTICATED])
 def test_no_valid_token_is_401_before_anything_else(db_url, world, method, template):
     conv, msg, tokens = _fixture(world)
     revoked = tokens[sorted(ALLOWED[(method, template)])[0]]
@@ -142,7 +155,7 @@ def test_no_valid_token_is_401_before_anything_else(db_url, world, method, templ
         assert snapshot(world.conn) == before
 
 
-@pytest.mark.parametrize("method,template", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+@pytest.mark.parametrize("method,template", AUTHENTICATED, ids=[f"{m} {p}" for m, p in AUTHENTICATED])
 def test_wrong_kind_of_token_is_403_and_changes_nothing(db_url, world, method, template):
     conv, msg, tokens = _fixture(world)
     allowed = ALLOWED[(method, template)]
@@ -160,6 +173,28 @@ def test_wrong_kind_of_token_is_403_and_changes_nothing(db_url, world, method, t
         for kind in sorted(allowed):
             r = http.request(method, path, headers=bearer(tokens[kind]), json=body)
             assert r.status_code < 300, (kind, r.status_code, r.text)
+
+
+def test_public_routes_are_fixed_files_that_hold_no_data(db_url, world):
+    assert PUBLIC_ROUTES == [("GET", "/"), ("GET", "/c/{conversation}"), ("GET", "/static/{name}")], (
+        "only the sidebar's page and its static files may be public")
+    conv, msg, tokens = _fixture(world)
+    with client(db_url) as http:
+        before = snapshot(world.conn)
+        for method, template in PUBLIC_ROUTES:
+            path, _ = _sample(method, template, conv, msg)
+            anonymous = http.request(method, path)
+            assert anonymous.status_code == 200, (path, anonymous.status_code, anonymous.text)
+            assert "script-src 'self'" in anonymous.headers["content-security-policy"], anonymous.headers
+            # Whoever asks, with whatever token, gets the same bytes: nothing depends on the caller.
+            for kind in KINDS:
+                r = http.request(method, path, headers=bearer(tokens[kind]))
+                assert (r.status_code, r.content) == (200, anonymous.content), (path, kind)
+            # The fixture's conversation title and message body are nowhere in what is served.
+            assert b"Rose" not in anonymous.content, path
+        assert http.get("/static/secret.txt").status_code == 404
+        assert http.get("/static/..%2Fapi%2Froutes.py").status_code == 404
+        assert snapshot(world.conn) == before
 
 
 def test_scheme_is_case_insensitive_and_whoami_describes_the_token(db_url, world):
