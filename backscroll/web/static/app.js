@@ -231,6 +231,7 @@
       state.append(text("span", list.q ? "No more matches." : "No more conversations.", "hint"));
     }
     state.dataset.state = kind;
+    state.dataset.query = list.q || ""; // which question this state answers (tests wait on it)
     ui.scroller.setAttribute("aria-busy", String(list.loading));
   }
 
