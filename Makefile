@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run serve migrate test mutation bench clean
+.PHONY: help install run serve migrate test browser-deps mutation bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make TARGET\n\n"} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +30,13 @@ migrate: $(STAMP) ## Apply pending migrations
 
 test: $(STAMP) ## Run every test suite on a real embedded PostgreSQL
 	$(BIN)/python -m pytest -q
+
+# The browser tests drive Debian's chromium (Playwright's own download does not work here).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser-deps: ## Install Debian's chromium for tests/browser (nothing to do when /usr/bin/chromium exists)
+	@if [ -x /usr/bin/chromium ]; then echo "browser-deps: /usr/bin/chromium is installed"; else \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
 mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures
 	$(BIN)/python tests/mutation/run.py

@@ -1157,7 +1157,8 @@ def what_to_try(info: DemoInfo, api_url: str, tokens: dict[str, str], tokens_pat
     ]
     for env, secret in tokens.items():
         out.append(f"  export {env}={secret}   # {notes[env]}")
-    out += ["", "What to try next:", ""]
+    out += ["", f"Sidebar: open {api_url}/ in a browser and sign in with $BACKSCROLL_READER_TOKEN.", "",
+            "What to try next:", ""]
     for ex in examples(info):
         out += [f"  # {ex.what}", f"  {curl(ex)}", ""]
     page = "curl -s -G \"$BACKSCROLL_API_URL/v1/agent-sessions\" -d limit=5 " + _auth("BACKSCROLL_READER_TOKEN")
