@@ -159,14 +159,21 @@ select count(*) as total, count(e.message_id) as embedded
  where s.agent_id = %(agent)s::bigint and s.tsv <> ''::tsvector
 """
 
-# One statement: candidates from the sidecar (narrowed by agent): the lexical matches and the
-# vector candidates found above; the perspective re-derived through connectors, structural
-# filters, features and scores; then the cheap predicates in a fixed order (the first that
-# fails names the exclusion). Each list is ranked among its eligible rows and the two are
-# fused by reciprocal rank (RRF_K); the lineage walk is evaluated lazily in fused order until
-# `limit` eligible hits are found. The pool of the first COUNTING_CEILING ranked candidates
-# (lexical matches and vector candidates alike) is classified with the same predicates for the
-# audit row.
+# One statement. Candidates come from the sidecar first (the lexical matches through its GIN
+# (agent, tsv) index, and the vector candidates found above); the perspective is re-derived
+# through connectors, with the conversation filters and `requester_spoke`, once per
+# conversation; every candidate is scored and ranked (the pool's order: each list's rank among
+# all candidates, fused by reciprocal rank, which is the lexical order when there is no vector
+# list). The cheap predicates are then evaluated on demand, in ranked order, in a fixed order
+# (the first that fails names the exclusion), so only the rows that the audit pool (the first
+# COUNTING_CEILING) and the selection read are ever classified; the identity-aware branch of
+# the audience predicate tests membership in the destination reader's linked identities,
+# resolved once. Lexical alone, the eligible rows are read in ranked order until `limit` pass
+# the lineage walk (evaluated lazily, one message at a time); fused, each list is ranked among
+# the eligible rows of the pool and the two are fused by reciprocal rank (RRF_K) first.
+# On-demand evaluation relies on each materialized CTE being read in the order it produced, and
+# on `classified` reading `ranked` in order: its lateral subquery is fenced (`offset 0`) so the
+# planner cannot flatten it into a join that reorders the rows.
 SEARCH = """
 with q as (
     select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq
@@ -174,87 +181,110 @@ with q as (
 vec as (
     select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
 ),
-candidates as (
-    select s.message_id from message_search s cross join q
+matches as materialized (
+    select s.message_id, s.conversation_id, s.created_at, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
+      from message_search s cross join q
      where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
-    union
-    select s.message_id from message_search s join vec on vec.id = s.message_id
-     where s.agent_id = %(agent)s::bigint
 ),
-scored as materialized (
-    select m.id, m.conversation_id, m.created_at,
-           coalesce(s.tsv @@ q.tsq, false) as lexical_match,
+candidates as materialized (
+    select x.message_id, x.conversation_id, x.created_at, x.lexical, true as lexical_match from matches x
+    union all
+    select s.message_id, s.conversation_id, s.created_at, 0::real, false
+      from vec join message_search s on s.message_id = vec.id
+     where s.agent_id = %(agent)s::bigint
+       and not exists (select 1 from matches x where x.message_id = vec.id)
+),
+spoke as materialized (
+    select distinct r.conversation_id from messages r
+     where r.speaker_actor_id = any(%(requester_ids)s::bigint[])
+),
+scored as (
+    select k.message_id as id, k.conversation_id, k.created_at, k.lexical, k.lexical_match,
            vec.pos as vector_pos,
-           x.lexical,
-           x.recency,
-           x.requester_spoke,
-           (m.conversation_id = %(dest)s) as same_conversation,
-           (cardinality(m.history_message_ids) > 0 or cardinality(m.memory_ids) > 0) as has_lineage,
-           case
-             when m.id = any(%(in_context)s::bigint[]) then 'already_in_context'
-             when not exists (select 1 from message_source_evidence e where e.message_id = m.id) then 'no_evidence'
-             when not backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
-                      m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
-               then 'audience'
-           end as excluded_by
+           power(0.5, greatest(extract(epoch from (now() - k.created_at)), 0)
+                      / (86400.0 * %(half_life)s)) as recency,
+           k.conversation_id in (select conversation_id from spoke) as requester_spoke,
+           (k.conversation_id = %(dest)s) as same_conversation
       from candidates k
-      join message_search s on s.message_id = k.message_id
-      cross join q
-      left join vec on vec.id = s.message_id
-      join messages m on m.id = s.message_id
-      join conversations c on c.id = m.conversation_id
-      join connectors cn on cn.id = c.connector_id
-      cross join lateral (
-            select case when s.tsv @@ q.tsq then ts_rank_cd(s.tsv, q.tsq, 32) else 0 end::real as lexical,
-                   power(0.5, greatest(extract(epoch from (now() - m.created_at)), 0)
-                              / (86400.0 * %(half_life)s)) as recency,
-                   exists (select 1 from messages r
-                            where r.conversation_id = m.conversation_id
-                              and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
-      ) x
-     where s.agent_id = %(agent)s::bigint
-       and cn.agent_id = %(agent)s
-       and c.workspace_id = %(ws)s
-       and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
-       and (%(f_conversation)s::bigint is null or m.conversation_id = %(f_conversation)s)
-       and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
-       and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
-       and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
+      left join vec on vec.id = k.message_id
+     where (%(f_conversation)s::bigint is null or k.conversation_id = %(f_conversation)s)
+       and (%(only_speakers)s::bigint[] is null
+            or exists (select 1 from messages m where m.id = k.message_id
+                                                  and m.speaker_actor_id = any(%(only_speakers)s::bigint[])))
+       and (%(f_since)s::timestamptz is null or k.created_at >= %(f_since)s)
+       and (%(f_until)s::timestamptz is null or k.created_at < %(f_until)s)
 ),
-weighted as (
+weighted as materialized (
     select s.*,
            s.lexical * (1 + %(w_recency)s * s.recency
                           + %(w_requester)s * s.requester_spoke::int
-                          + %(w_same)s * s.same_conversation::int) as lexical_score
+                          + %(w_same)s * s.same_conversation::int) as score
       from scored s
 ),
--- Each list is ranked twice: among the eligible rows (the ranks fused for the results, so a
--- hidden row never pushes an eligible one down), and among all candidates (the order of the
--- counting pool, so counts mean what they meant for the lexical list alone).
-listed as (
-    select w.*,
-           case when w.lexical_match and w.excluded_by is null then row_number() over (
-                partition by (w.lexical_match and w.excluded_by is null)
-                order by w.lexical_score desc, w.id desc) end as lexical_rank,
-           case when w.vector_pos is not null and w.excluded_by is null then row_number() over (
-                partition by (w.vector_pos is not null and w.excluded_by is null)
-                order by w.vector_pos) end as vector_rank,
-           case when w.lexical_match then row_number() over (
-                partition by w.lexical_match order by w.lexical_score desc, w.id desc) end as lexical_rank_all
+lexical_ranks as (
+    select w.id, row_number() over (order by w.score desc, w.id desc) as lexical_rank_all
       from weighted w
+     where w.lexical_match and %(fused)s
 ),
 ranked as materialized (
-    select l.*,
-           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_rank), 0) as rrf,
-           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank_all), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_pos), 0)
-             as pool_rrf
-      from listed l
-     order by rrf desc, l.id desc
+    select w.*, l.lexical_rank_all,
+           case when %(fused)s
+                then coalesce(1.0 / (%(rrf_k)s + l.lexical_rank_all), 0) + coalesce(1.0 / (%(rrf_k)s + w.vector_pos), 0)
+                else w.score end::float8 as pool_key
+      from weighted w
+      left join lexical_ranks l on l.id = w.id
+     order by pool_key desc, w.id desc
 ),
-eligible as materialized (
-    select * from ranked where excluded_by is null
+linked_to_reader as materialized (
+    select li.namespace, li.external_id
+      from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
+     where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1
 ),
-selected as (
+classified as materialized (
+    select r.*, m.has_lineage,
+           case
+             when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'
+             when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'
+             when not (backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
+                                                  %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+                       or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
+                           and (m.audience_namespace, m.audience_readers[1]) in (select * from linked_to_reader)))
+               then 'audience'
+           end as excluded_by
+      from ranked r
+      cross join lateral (
+            select m.audience_kind, m.audience_namespace, m.audience_readers,
+                   (cardinality(m.history_message_ids) > 0 or cardinality(m.memory_ids) > 0) as has_lineage
+              from messages m
+              join conversations c on c.id = m.conversation_id
+              join connectors cn on cn.id = c.connector_id
+             where m.id = r.id
+               and cn.agent_id = %(agent)s
+               and c.workspace_id = %(ws)s
+               and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
+            offset 0) m
+),
+pool as materialized (
+    select * from classified limit %(ceiling)s
+),
+fused as (
+    select f.*, coalesce(1.0 / (%(rrf_k)s + f.lexical_rank), 0) + coalesce(1.0 / (%(rrf_k)s + f.vector_rank), 0) as rrf
+      from (select p.*,
+                   case when p.lexical_match then row_number() over (
+                        partition by p.lexical_match order by p.score desc, p.id desc) end as lexical_rank,
+                   case when p.vector_pos is not null then row_number() over (
+                        partition by p.vector_pos is not null order by p.vector_pos) end as vector_rank
+              from pool p
+             where p.excluded_by is null and %(fused)s) f
+),
+eligible as (
+    select c.*, null::bigint as lexical_rank, null::bigint as vector_rank, null::numeric as rrf
+      from classified c
+     where c.excluded_by is null and not %(fused)s
+    union all
+    (select * from fused order by rrf desc, id desc)
+),
+selected as materialized (
     select e.*, row_number() over () as rank
       from (select * from eligible e
              where not e.has_lineage
@@ -262,22 +292,19 @@ selected as (
                                              %(d_namespace)s, %(d_readers)s::text[])
              limit %(limit)s) e
 ),
-pool as (
-    select r.id, r.excluded_by, r.has_lineage from ranked r order by r.pool_rrf desc, r.id desc limit %(ceiling)s
-),
 pool_classified as (
     select case
              when p.excluded_by is not null then p.excluded_by
+             when p.id in (select id from selected) then 'selected'
              when p.has_lineage and not backscroll_lineage_allows(array[p.id], %(agent)s, %(d_kind)s::audience_kind,
                                                                   %(d_namespace)s, %(d_readers)s::text[])
                then 'lineage'
-             when p.id in (select id from selected) then 'selected'
              else 'below_cutoff'
            end as outcome
       from pool p
 )
 select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.recency, s.requester_spoke,
-       s.same_conversation, s.lexical_score as score, s.lexical_rank, s.vector_rank, s.rrf::float8 as rrf, s.rank,
+       s.same_conversation, s.score, s.lexical_rank, s.vector_rank, s.rrf::float8 as rrf, s.rank,
        null::text as outcome, null::bigint as n
   from selected s
 union all
@@ -501,11 +528,12 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "vector_ids": [],
+        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False,
         **turn.destination_params(),
     }
     if qv.usable:
         params["vector_ids"] = _vector_candidates(conn, qv, params, settings, exact)
+        params["fused"] = bool(params["vector_ids"])
     rows = conn.execute(SEARCH, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}

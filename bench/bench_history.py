@@ -10,7 +10,7 @@ embedded PostgreSQL whose data lives in bench/out/history/pg, then VACUUM ANALYZ
 destinations of one agent (a DM, a public channel, a private room) it registers a turn with
 ``backscroll.turns.register_turn`` and times ``backscroll.history.search_history`` itself for a
 rare and a common term: with every predicate on (the product), without the lineage walk, with a
-small audit counting pool, and the prototypes below. Every call runs in a transaction that is
+small audit counting pool, and the baseline below (the previous statement). Every call runs in a transaction that is
 rolled back (the API runs one transaction per request), so the audit rows and the turn's
 evidence never accumulate. Writes results.md, results.json and explain.txt under the output folder.
 """
@@ -66,331 +66,114 @@ def without_lineage(statement: str, expected: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Prototypes (not the product): changed SQL run *through* search_history, each checked to return
-# the product's results (message ids, hits with their neighbours, status) and the same audit
-# counts. The product's own functions are never replaced: a prototype that needs a changed
-# function uses a copy named bench_*.
-#
-# P0 - the lineage function on a generic plan. PL/pgSQL plans each query of a function through
-#      the plan cache, which plans it afresh for the first five calls and then keeps choosing a
-#      custom plan whenever the generic plan's estimated cost is higher, as it is here (the
-#      roots are an array of unknown size): every call re-plans the recursive query, ~300 µs of
-#      a ~400 µs call. The copy bench_lineage_allows_generic is the product's function
-#      (pg_get_functiondef, so it follows sql/0004) with `set plan_cache_mode = force_generic_plan`.
-# P1 - lineage of the whole audit pool in one set-based recursive walk keyed by root (instead of
-#      one function call per pool member, and again per selected hit); both `selected` and the
-#      audit counts are derived from it. Same caps and denials as the function; candidates past
-#      the pool (only read when fewer than `limit` of the first 1,000 are eligible) fall back
-#      to the function.
-# P2 - the identity check only where it can matter. backscroll_audience_allows_for calls
-#      backscroll_identities_linked (a SQL function with a sublink, so never inlined: a
-#      four-table query per call, ~30-40 µs) for every single-reader origin the plain predicate
-#      refuses into a single-reader destination: in a DM destination, every other person's DM
-#      among the matches (3,700 calls for the common term). P2 resolves the destination
-#      reader's linked identities once per statement (LINKED_TO_DESTINATION, an uncorrelated
-#      sub-select: a hashed SubPlan) and tests membership.
-# P4 - candidates from the sidecar first. The product joins message_search, messages,
-#      conversations and connectors in one FROM; the planner underestimates the busiest
-#      agent's conversations 35× (a parameterized join on connector_id uses the average
-#      connector) and drives the join from connectors -> conversations -> every message of
-#      the agent, probing message_search by primary key and filtering `tsv @@` on each (36,000
-#      probes for 8,400 matches). A materialized CTE over the sidecar's GIN (agent_id, tsv)
-#      index, with the agent typed bigint (psycopg sends a small Python int as smallint and
-#      btree_gin has no int8 = int2 operator), fixes the join order.
-# P5 - PROPOSED, with requester_spoke read from the requester's own conversations through an
-#      index on messages (speaker_actor_id, conversation_id) (a schema change; see
-#      PROTOTYPE_INDEX for how the benchmark keeps the product's plans away from it).
-# P6 - P5 on a sidecar that also carries created_at (a schema change; the benchmark reads a copy,
-#      bench_message_search): ranking needs no row of messages, which is then read only for
-#      the ~1,000 rows the audit pool and the selection classify.
-# PROPOSED - the statement proposed for history.py: P4, P2 and P0, plus conversation-level facts
-#      (the perspective through connectors, the conversation filters, requester_spoke) once per
-#      distinct conversation instead of once per match, and the cheap predicates evaluated lazily
-#      after ranking (a CTE is read on demand, so only the rows the audit pool and the selection
-#      read are classified: ~1,000 of 8,400). The text is PROPOSED_SEARCH below; neighbours get
-#      P2 and P0.
-
-# P2: the identities verifiably linked to the destination's single reader, in this perspective.
-# Uncorrelated, so PostgreSQL runs it once per statement and probes a hash of its rows.
-LINKED_TO_DESTINATION = """(
-                      select b.namespace, b.external_id
-                        from actors a
-                        join identity_links l on l.agent_id = %(agent)s and l.revoked_at is null
-                                             and a.id in (l.actor_a, l.actor_b)
-                        join actors b on b.id = case when l.actor_a = a.id then l.actor_b else l.actor_a end
-                                     and b.workspace_id = a.workspace_id
-                       where a.workspace_id = %(ws)s and a.namespace = %(d_namespace)s
-                         and a.external_id = (%(d_readers)s::text[])[1])"""
-
-_AUDIENCE_FOR = re.compile(r"backscroll_audience_allows_for\(%\(agent\)s,\s*(\w+)\.audience_kind,\s*\1\.audience_namespace,"
-                           r"\s*\1\.audience_readers,\s*%\(d_kind\)s::audience_kind,\s*%\(d_namespace\)s,"
-                           r"\s*%\(d_readers\)s::text\[\]\)")
-
-
-def audience_inline(m: str) -> str:
-    """backscroll_audience_allows_for with the identity branch as a membership test."""
-    return (f"(backscroll_audience_allows({m}.audience_kind, {m}.audience_namespace, {m}.audience_readers,\n"
-            f"                                   %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])\n"
-            f"              or ({m}.audience_kind = 'members' and cardinality({m}.audience_readers) = 1\n"
-            f"                  and %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1\n"
-            f"                  and ({m}.audience_namespace, {m}.audience_readers[1]) in {LINKED_TO_DESTINATION}))")
-
-
-def prototype_p2(statement: str) -> str:
-    out, n = _AUDIENCE_FOR.subn(lambda mt: audience_inline(mt.group(1)), statement)
-    if n == 0:
-        raise RuntimeError("no backscroll_audience_allows_for call found: history.py moved on")
-    return out
-
-
-# P0
-PROTOTYPE_FUNCTIONS = [
-    ("backscroll_lineage_allows", "bench_lineage_allows_generic", "bigint[], bigint, audience_kind, text, text[]"),
-]
-
-
-# P5 needs an index on who spoke where. The prototype's index is on the expression
-# `speaker_actor_id + 0`, which only the prototype's text uses: the product's plans cannot pick
-# it up, so its rows stay the product's. The proposal is a plain index on
-# messages (speaker_actor_id, conversation_id).
-PROTOTYPE_INDEX = ("create index if not exists bench_messages_speaker_expr "
-                   "on messages ((speaker_actor_id + 0), conversation_id)")
-
-
-# P6 reads a sidecar that also carries the message's created_at. The prototype's sidecar is a
-# copy (bench_message_search: the product's rows plus created_at, the same GIN index), so the
-# product's table is untouched; the proposal is a column of message_search kept by its trigger.
-PROTOTYPE_SIDECAR = [
-    "set maintenance_work_mem = '256MB'",
-    """create table bench_message_search as
-       select s.*, m.created_at from message_search s join messages m on m.id = s.message_id
-        order by s.message_id""",
-    "alter table bench_message_search add primary key (message_id)",
-    "create index bench_message_search_agent_tsv on bench_message_search using gin (agent_id, tsv)",
-    "vacuum (analyze) bench_message_search",
-]
-
-
-def create_prototype_functions(conn) -> None:
-    """The objects the prototypes read (functions, an index, a sidecar copy), named bench_*;
-    created once per database, the functions recreated from the product's every run."""
-    started = time.perf_counter()
-    conn.execute(PROTOTYPE_INDEX)
-    if time.perf_counter() - started > 0.5:
-        conn.execute("analyze messages")
-    if conn.execute("select to_regclass('bench_message_search') is null as missing").fetchone()["missing"]:
-        log("prototype P6: copying the sidecar with created_at (bench_message_search)")
-        for statement in PROTOTYPE_SIDECAR:
-            conn.execute(statement)
-    for product, copy, args in PROTOTYPE_FUNCTIONS:
-        definition = conn.execute("select pg_get_functiondef(%s::regprocedure) as d",
-                                  (f"{product}({args})",)).fetchone()["d"]
-        definition = definition.replace(f"public.{product}(", f"public.{copy}(", 1)
-        conn.execute(definition)
-        conn.execute(f"alter function {copy}({args}) set plan_cache_mode = force_generic_plan")
-
-
-def prototype_p0(statement: str) -> str:
-    out, n = re.subn(r"\bbackscroll_lineage_allows\(", "bench_lineage_allows_generic(", statement)
-    if n == 0:
-        raise RuntimeError("no lineage call: history.py moved on")
-    return out
-
-
-# P4
-def prototype_p4(statement: str) -> str:
-    old = "      from message_search s\n      cross join q\n      join messages m on m.id = s.message_id"
-    if old not in statement or "scored as materialized (" not in statement:
-        raise RuntimeError("SEARCH moved: history.py moved on")
-    statement = statement.replace(old, "      from candidates s\n      cross join q\n      join messages m on m.id = s.message_id")
-    return statement.replace("scored as materialized (", """candidates as materialized (
-    select s.* from message_search s, q
-     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
-),
-scored as materialized (""", 1)
-
-
-# P1: lineage for the pool in one recursive walk. Replaces `selected`, `pool` and
-# `pool_classified` of the product's SEARCH (everything before `selected` is kept).
-P1_TAIL = """
-pool as materialized (
-    select r.*, row_number() over () as pos
-      from (select * from ranked limit %(ceiling)s) r
-),
-walk(root, kind, id) as (
-    select p.id, 'm'::text, p.id from pool p where p.excluded_by is null and p.has_lineage
-    union
-    select w.root, x.kind, x.id
-      from walk w
-      cross join lateral (
-            select 'm'::text as kind, h as id
-              from messages m, unnest(m.history_message_ids) as h
-             where w.kind = 'm' and m.id = w.id
-            union all
-            select 'k', k
-              from messages m, unnest(m.memory_ids) as k
-             where w.kind = 'm' and m.id = w.id
-            union all
-            select 'm', s
-              from memories mem, unnest(mem.source_message_ids) as s
-             where w.kind = 'k' and mem.id = w.id
-      ) x
-),
-node_ok as (
-    select n.kind, n.id, coalesce(
-             case n.kind
-               when 'm' then (
-                  select cardinality(m.history_message_ids) <= 500
-                     and exists (select 1 from message_source_evidence e where e.message_id = m.id)
-                     and AUDIENCE_M
-                    from messages m where m.id = n.id)
-               else (
-                  select AUDIENCE_K
-                    from memories k where k.id = n.id)
-             end, false) as ok
-      from (select distinct kind, id from walk) n
-),
-lineage as (
-    select w.root, count(*) <= 5000 and bool_and(o.ok) as ok
-      from walk w join node_ok o on o.kind = w.kind and o.id = w.id
-     group by w.root
-),
-pool_outcome as materialized (
-    select p.*,
-           case
-             when p.excluded_by is not null then p.excluded_by
-             when p.has_lineage and not coalesce(l.ok, false) then 'lineage'
-           end as excluded
-      from pool p left join lineage l on l.root = p.id
-),
-selected as (
-    select e.*, row_number() over (order by e.score desc, e.id desc) as rank
-      from (
-        (select o.id, o.conversation_id, o.created_at, o.lexical, o.recency, o.requester_spoke,
-                o.same_conversation, o.score
-           from pool_outcome o
-          where o.excluded is null
-          order by o.pos
-          limit %(limit)s)
-        union all
-        (select e.id, e.conversation_id, e.created_at, e.lexical, e.recency, e.requester_spoke,
-                e.same_conversation, e.score
-           from eligible e
-          where (select count(*) from pool_outcome where excluded is null) < %(limit)s
-            and e.id not in (select id from pool)
-            and (not e.has_lineage
-                 or backscroll_lineage_allows(array[e.id], %(agent)s, %(d_kind)s::audience_kind,
-                                              %(d_namespace)s, %(d_readers)s::text[]))
-          limit %(limit)s)
-      ) e
-     order by e.score desc, e.id desc
-     limit %(limit)s
-),
-pool_classified as (
-    select case
-             when o.excluded is not null then o.excluded
-             when o.id in (select id from selected) then 'selected'
-             else 'below_cutoff'
-           end as outcome
-      from pool_outcome o
-)
-"""
-
-
-def prototype_p1(statement: str) -> str:
-    head, sep, tail = statement.partition("selected as (")
-    if not sep or "pool_classified" not in tail or not head.lstrip().startswith("with q as"):
-        raise RuntimeError("SEARCH moved: history.py moved on")
-    final = tail[tail.index("\nselect 'hit' as row_kind"):]
-    audience_m = ("backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace, m.audience_readers, "
-                  "%(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])")
-    body = P1_TAIL.replace("AUDIENCE_M", audience_m).replace("AUDIENCE_K", audience_m.replace("m.", "k."))
-    head = head.replace("with q as", "with recursive q as", 1)
-    return head + body.strip() + final
-
-
-# PROPOSED: the whole statement, as it would read in history.py (bench_lineage_allows_generic
-# stands for backscroll_lineage_allows after `alter function ... set plan_cache_mode =
-# force_generic_plan`).
-PROPOSED_SEARCH = """
+# The baseline: SEARCH as it was before candidates were read from the sidecar first (commit
+# 4e9f5d0): one FROM over the sidecar, messages, conversations and connectors, every cheap
+# predicate and requester_spoke evaluated for every match, the identity-aware audience predicate
+# called per row. It is run *through* search_history and must return the product's results
+# (message ids, hits with their neighbours, status) and the same audit counts.
+BASELINE_SEARCH = """
 with q as (
     select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq
 ),
-candidates as materialized (
-    select s.message_id, s.conversation_id, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
-      from message_search s
-      cross join q
-     where s.agent_id = %(agent)s::bigint
-       and s.tsv @@ q.tsq
+vec as (
+    select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
 ),
-hit_conversations as materialized (
-    select c.id,
-           exists (select 1 from messages r
-                    where r.conversation_id = c.id
-                      and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
-      from (select distinct x.conversation_id from candidates x) h
-      join conversations c on c.id = h.conversation_id
-      join connectors cn on cn.id = c.connector_id
-     where cn.agent_id = %(agent)s::bigint
-       and c.workspace_id = %(ws)s::bigint
-       and (%(f_conversation)s::bigint is null or c.id = %(f_conversation)s::bigint)
-       and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
+candidates as (
+    select s.message_id from message_search s cross join q
+     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
+    union
+    select s.message_id from message_search s join vec on vec.id = s.message_id
+     where s.agent_id = %(agent)s::bigint
 ),
 scored as materialized (
     select m.id, m.conversation_id, m.created_at,
+           coalesce(s.tsv @@ q.tsq, false) as lexical_match,
+           vec.pos as vector_pos,
            x.lexical,
-           power(0.5, greatest(extract(epoch from (now() - m.created_at)), 0)
-                      / (86400.0 * %(half_life)s)) as recency,
-           v.requester_spoke,
-           (m.conversation_id = %(dest)s::bigint) as same_conversation,
+           x.recency,
+           x.requester_spoke,
+           (m.conversation_id = %(dest)s) as same_conversation,
            (cardinality(m.history_message_ids) > 0 or cardinality(m.memory_ids) > 0) as has_lineage,
-           m.audience_kind, m.audience_namespace, m.audience_readers
-      from candidates x
-      join hit_conversations v on v.id = x.conversation_id
-      join messages m on m.id = x.message_id
-     where (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
+           case
+             when m.id = any(%(in_context)s::bigint[]) then 'already_in_context'
+             when not exists (select 1 from message_source_evidence e where e.message_id = m.id) then 'no_evidence'
+             when not backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
+                      m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+               then 'audience'
+           end as excluded_by
+      from candidates k
+      join message_search s on s.message_id = k.message_id
+      cross join q
+      left join vec on vec.id = s.message_id
+      join messages m on m.id = s.message_id
+      join conversations c on c.id = m.conversation_id
+      join connectors cn on cn.id = c.connector_id
+      cross join lateral (
+            select case when s.tsv @@ q.tsq then ts_rank_cd(s.tsv, q.tsq, 32) else 0 end::real as lexical,
+                   power(0.5, greatest(extract(epoch from (now() - m.created_at)), 0)
+                              / (86400.0 * %(half_life)s)) as recency,
+                   exists (select 1 from messages r
+                            where r.conversation_id = m.conversation_id
+                              and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke
+      ) x
+     where s.agent_id = %(agent)s::bigint
+       and cn.agent_id = %(agent)s
+       and c.workspace_id = %(ws)s
+       and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
+       and (%(f_conversation)s::bigint is null or m.conversation_id = %(f_conversation)s)
+       and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
        and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
        and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
 ),
-ranked as materialized (
+weighted as (
     select s.*,
            s.lexical * (1 + %(w_recency)s * s.recency
                           + %(w_requester)s * s.requester_spoke::int
-                          + %(w_same)s * s.same_conversation::int) as score
+                          + %(w_same)s * s.same_conversation::int) as lexical_score
       from scored s
-     order by score desc, s.id desc
 ),
-classified as materialized (
-    select r.id, r.conversation_id, r.created_at, r.lexical, r.recency, r.requester_spoke,
-           r.same_conversation, r.has_lineage, r.score,
-           case
-             when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'
-             when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'
-             when not AUDIENCE_R
-               then 'audience'
-           end as excluded_by
-      from ranked r
+-- Each list is ranked twice: among the eligible rows (the ranks fused for the results, so a
+-- hidden row never pushes an eligible one down), and among all candidates (the order of the
+-- counting pool, so counts mean what they meant for the lexical list alone).
+listed as (
+    select w.*,
+           case when w.lexical_match and w.excluded_by is null then row_number() over (
+                partition by (w.lexical_match and w.excluded_by is null)
+                order by w.lexical_score desc, w.id desc) end as lexical_rank,
+           case when w.vector_pos is not null and w.excluded_by is null then row_number() over (
+                partition by (w.vector_pos is not null and w.excluded_by is null)
+                order by w.vector_pos) end as vector_rank,
+           case when w.lexical_match then row_number() over (
+                partition by w.lexical_match order by w.lexical_score desc, w.id desc) end as lexical_rank_all
+      from weighted w
+),
+ranked as materialized (
+    select l.*,
+           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_rank), 0) as rrf,
+           coalesce(1.0 / (%(rrf_k)s + l.lexical_rank_all), 0) + coalesce(1.0 / (%(rrf_k)s + l.vector_pos), 0)
+             as pool_rrf
+      from listed l
+     order by rrf desc, l.id desc
 ),
 eligible as materialized (
-    select * from classified where excluded_by is null
+    select * from ranked where excluded_by is null
 ),
 selected as (
     select e.*, row_number() over () as rank
       from (select * from eligible e
              where not e.has_lineage
-                or bench_lineage_allows_generic(array[e.id], %(agent)s::bigint, %(d_kind)s::audience_kind,
-                                                %(d_namespace)s, %(d_readers)s::text[])
+                or backscroll_lineage_allows(array[e.id], %(agent)s, %(d_kind)s::audience_kind,
+                                             %(d_namespace)s, %(d_readers)s::text[])
              limit %(limit)s) e
 ),
 pool as (
-    select c.id, c.excluded_by, c.has_lineage from classified c limit %(ceiling)s
+    select r.id, r.excluded_by, r.has_lineage from ranked r order by r.pool_rrf desc, r.id desc limit %(ceiling)s
 ),
 pool_classified as (
     select case
              when p.excluded_by is not null then p.excluded_by
-             when p.has_lineage and not bench_lineage_allows_generic(array[p.id], %(agent)s::bigint,
-                                                                     %(d_kind)s::audience_kind,
-                                                                     %(d_namespace)s, %(d_readers)s::text[])
+             when p.has_lineage and not backscroll_lineage_allows(array[p.id], %(agent)s, %(d_kind)s::audience_kind,
+                                                                  %(d_namespace)s, %(d_readers)s::text[])
                then 'lineage'
              when p.id in (select id from selected) then 'selected'
              else 'below_cutoff'
@@ -398,119 +181,34 @@ pool_classified as (
       from pool p
 )
 select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.recency, s.requester_spoke,
-       s.same_conversation, s.score, s.rank, null::text as outcome, null::bigint as n
+       s.same_conversation, s.lexical_score as score, s.lexical_rank, s.vector_rank, s.rrf::float8 as rrf, s.rank,
+       null::text as outcome, null::bigint as n
   from selected s
 union all
-select 'count', null, null, null, null, null, null, null, null, null, outcome, count(*)
+select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-""".replace("AUDIENCE_R", audience_inline("r"))
-
-
-# P5: PROPOSED, with requester_spoke from the requester's own conversations, found through an
-# index on (speaker_actor_id, conversation_id), instead of an EXISTS per distinct conversation.
-PROPOSED_SPOKE = PROPOSED_SEARCH.replace("""hit_conversations as materialized (
-    select c.id,
-           exists (select 1 from messages r
-                    where r.conversation_id = c.id
-                      and r.speaker_actor_id = any(%(requester_ids)s::bigint[])) as requester_spoke""",
-                                         """spoke as materialized (
-    select distinct r.conversation_id from messages r
-     where (r.speaker_actor_id + 0) = any(%(requester_ids)s::bigint[])
-),
-hit_conversations as materialized (
-    select c.id,
-           c.id in (select conversation_id from spoke) as requester_spoke""")
-assert "spoke as materialized" in PROPOSED_SPOKE
-
-
-# P6: P5 on a sidecar that carries created_at: ranking (lexical, recency, requester_spoke,
-# same_conversation) needs no row of messages, which is read only for the rows the audit pool
-# and the selection classify (~1,000 of 8,400), lazily.
-def _p6(statement: str) -> str:
-    out = statement.replace("""candidates as materialized (
-    select s.message_id, s.conversation_id, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
-      from message_search s""", """candidates as materialized (
-    select s.message_id, s.conversation_id, s.created_at, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
-      from bench_message_search s""")
-    scored = out[out.index("scored as materialized ("):out.index("ranked as materialized (")]
-    out = out.replace(scored, """scored as materialized (
-    select x.message_id as id, x.conversation_id, x.created_at,
-           x.lexical,
-           power(0.5, greatest(extract(epoch from (now() - x.created_at)), 0)
-                      / (86400.0 * %(half_life)s)) as recency,
-           v.requester_spoke,
-           (x.conversation_id = %(dest)s::bigint) as same_conversation
-      from candidates x
-      join hit_conversations v on v.id = x.conversation_id
-     where (%(only_speakers)s::bigint[] is null
-            or exists (select 1 from messages m where m.id = x.message_id
-                                                  and m.speaker_actor_id = any(%(only_speakers)s::bigint[])))
-       and (%(f_since)s::timestamptz is null or x.created_at >= %(f_since)s)
-       and (%(f_until)s::timestamptz is null or x.created_at < %(f_until)s)
-),
-""")
-    out = out.replace("""           r.same_conversation, r.has_lineage, r.score,""", """           r.same_conversation,
-           (cardinality(r.history_message_ids) > 0 or cardinality(r.memory_ids) > 0) as has_lineage, r.score,""")
-    out = out.replace("""      from ranked r
-),""", """      from (select r.*, m.audience_kind, m.audience_namespace, m.audience_readers,
-                   m.history_message_ids, m.memory_ids
-              from ranked r join messages m on m.id = r.id) r
-),""")
-    if out.count("bench_message_search") != 1 or "m.history_message_ids, m.memory_ids" not in out:
-        raise RuntimeError("PROPOSED_SEARCH moved: P6 no longer applies")
-    return out
-
-
-PROPOSED_SIDECAR = _p6(PROPOSED_SPOKE)
+"""
 
 
 @dataclass
 class Variant:
     key: str
     label: str
-    kind: str  # product | structure | prototype
+    kind: str  # product | structure | prototype (the baseline, checked against the product)
     patches: dict[str, Any] = field(default_factory=dict)
 
 
 def variants(which: set[str]) -> list[Variant]:
-    """The rows to time. Structure rows patch the current history.py; prototypes are written
-    against SEARCH as of commit 42d1b48 and skip themselves (with a log line) when it has moved."""
+    """The rows to time. Structure rows patch the current history.py; the baseline is the
+    previous SEARCH, checked against the product's results on every round."""
     search, neighbours = history.SEARCH, history.NEIGHBOURS_SQL
     rows: list[tuple[str, str, str, Callable[[], dict[str, Any]]]] = [
         ("product", "product: every predicate, lineage included", "product", lambda: {}),
         ("no_lineage", "product without the lineage walk", "structure",
          lambda: {"SEARCH": without_lineage(search, 2), "NEIGHBOURS_SQL": without_lineage(neighbours, 2)}),
-        ("small_pool", "product, audit pool of 10 instead of 1,000", "structure", lambda: {"COUNTING_CEILING": 10}),
-        ("no_lineage_small_pool", "product without lineage, audit pool of 10", "structure",
-         lambda: {"SEARCH": without_lineage(search, 2), "NEIGHBOURS_SQL": without_lineage(neighbours, 2),
-                  "COUNTING_CEILING": 10}),
-        ("P0", "P0: lineage function on a generic plan", "prototype",
-         lambda: {"SEARCH": prototype_p0(search), "NEIGHBOURS_SQL": prototype_p0(neighbours)}),
-        ("P2", "P2: identity links resolved once", "prototype",
-         lambda: {"SEARCH": prototype_p2(search), "NEIGHBOURS_SQL": prototype_p2(neighbours)}),
-        ("P4", "P4: candidates from the sidecar first", "prototype", lambda: {"SEARCH": prototype_p4(search)}),
-        ("P420", "P4 + P2 + P0", "prototype",
-         lambda: {"SEARCH": prototype_p0(prototype_p2(prototype_p4(search))),
-                  "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours))}),
-        ("P421", "P4 + P2 + P1 (set-based walk)", "prototype",
-         lambda: {"SEARCH": prototype_p1(prototype_p2(prototype_p4(search))),
-                  "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours))}),
-        ("proposed", "PROPOSED (P4 + P2 + P0, per-conversation facts, lazy predicates)", "prototype",
-         lambda: {"SEARCH": PROPOSED_SEARCH, "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours))}),
-        ("proposed_no_lineage", "PROPOSED without the lineage walk", "structure",
-         lambda: {"SEARCH": without_lineage(PROPOSED_SEARCH, 2),
-                  "NEIGHBOURS_SQL": without_lineage(prototype_p0(prototype_p2(neighbours)), 2)}),
-        ("P5", "P5: PROPOSED + index on (speaker, conversation) for requester_spoke", "prototype",
-         lambda: {"SEARCH": PROPOSED_SPOKE, "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours))}),
-        ("P6", "P6: P5 + created_at in the sidecar", "prototype",
-         lambda: {"SEARCH": PROPOSED_SIDECAR, "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours))}),
-        ("P6_no_lineage", "P6 without the lineage walk", "structure",
-         lambda: {"SEARCH": without_lineage(PROPOSED_SIDECAR, 2),
-                  "NEIGHBOURS_SQL": without_lineage(prototype_p0(prototype_p2(neighbours)), 2)}),
-        # Not a pure speed-up: audit exclusion counts would be exact over 200 ranked matches, not 1,000.
-        ("P6_pool200", "P6 with an audit pool of 200 (a spec decision)", "structure",
-         lambda: {"SEARCH": PROPOSED_SIDECAR, "NEIGHBOURS_SQL": prototype_p0(prototype_p2(neighbours)),
-                  "COUNTING_CEILING": 200}),
+        ("small_pool", "product, audit pool of 200 instead of 1,000", "structure", lambda: {"COUNTING_CEILING": 200}),
+        ("baseline", "baseline: the previous SEARCH (every predicate per match)", "prototype",
+         lambda: {"SEARCH": BASELINE_SEARCH}),
     ]
     out = []
     for key, label, kind, build_patches in rows:
@@ -585,7 +283,11 @@ def build(server_url: str, spec: corpus.Spec, disclosure: corpus.Disclosure, reu
                 row = conn.execute("select spec, info from bench_meta").fetchone()
             if row and row[0] == _spec_key(spec, disclosure):
                 log(f"reusing database {DB_NAME} (same corpus spec); applying any newer migrations")
-                migrate(url)
+                if migrate(url):
+                    # A migration that rewrote rows leaves dead tuples and stale statistics;
+                    # autovacuum would catch up in production, the benchmark should not wait on it.
+                    with psycopg.connect(url, autocommit=True) as conn:
+                        conn.execute("vacuum (analyze)")
                 return url, {**json.loads(row[1]), "reused": True}
         except psycopg.errors.UndefinedTable:
             pass
@@ -873,9 +575,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="which agent of the largest workspace answers: 0 = its busiest")
     ap.add_argument("--destinations", default="dm,public,room", help="from: dm, public, room")
     ap.add_argument("--variants", default="all,prototypes",
-                    help="'all' (product and structure rows), 'prototypes', or keys: product, no_lineage, "
-                         "small_pool, no_lineage_small_pool, P0, P2, P4, P420, P421, proposed, proposed_no_lineage, P5, P6, "
-                         "P6_no_lineage, P6_pool200")
+                    help="'all' (product and structure rows), 'prototypes' (the baseline), or keys: product, "
+                         "no_lineage, small_pool, baseline")
     ap.add_argument("--limit", type=int, default=None, help="hits wanted (default: the tool's default, 8)")
     ap.add_argument("--window", type=int, default=30, help="messages of the destination the turn has loaded")
     ap.add_argument("--no-explain", action="store_true", help="skip EXPLAIN (ANALYZE, BUFFERS)")
@@ -908,7 +609,6 @@ def main(argv: list[str] | None = None) -> int:
     timed = Timed(conn)
     global BACKEND
     BACKEND = Backend(conn) if not args.database_url else None
-    create_prototype_functions(conn)
     mach = machine(conn)
     corpus_facts = conn.execute(CORPUS_FACTS).fetchone()
     agent_lineage = conn.execute(AGENT_LINEAGE, {"agent": agent}).fetchone()
@@ -982,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
                     + f"pool {outcomes[key]['exclusions']}")
             if not args.no_explain and term_key == "common":
                 for v in vs:
-                    if v.key not in ("product", "no_lineage", "proposed", "P6"):
+                    if v.key not in ("product", "no_lineage", "baseline"):
                         continue
                     call(conn, timed, ws, d, term, v, args.limit)  # captures the statements and their parameters
                     for stmt in ("SEARCH", "NEIGHBOURS_SQL"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from mutants import Mutant
 
 DISCLOSURE = "sql/0004_disclosure.sql"
+IDENTITIES = "sql/0007_history_candidates.sql"
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,12 @@ HISTORY_MUTANTS = [
     ExpectingMutant("disclosure: lineage walk", DISCLOSURE, "backscroll_lineage_allows",
                     "return nodes <= 5000 and denied = 0;", "return true;", expect="exactly_lineage"),
     ExpectingMutant("disclosure: source evidence in search", "backscroll/history.py", "SEARCH",
-                    "when not exists (select 1 from message_source_evidence e where e.message_id = m.id) then 'no_evidence'",
+                    "when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'",
                     "when false then 'no_evidence'"),
     ExpectingMutant("disclosure: perspective re-derived through connectors", "backscroll/history.py", "SEARCH",
                     "and cn.agent_id = %(agent)s", ""),
     ExpectingMutant("disclosure: loaded window excluded", "backscroll/history.py", "SEARCH",
-                    "when m.id = any(%(in_context)s::bigint[]) then 'already_in_context'",
+                    "when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'",
                     "when false then 'already_in_context'"),
     ExpectingMutant("disclosure: neighbours pass the audience predicate", "backscroll/history.py",
                     "NEIGHBOUR_PREDICATES",
@@ -53,8 +54,14 @@ HISTORY_MUTANTS = [
                     "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
     ExpectingMutant("hybrid: vector list, only the configured model's vectors", "backscroll/history.py",
                     "VECTOR_CANDIDATES", "where e.model = %(model)s", "where true"),
-    ExpectingMutant("disclosure: identity links must be live", DISCLOSURE, "backscroll_identities_linked",
+    # The identity-aware branch: SEARCH tests membership in the destination reader's linked
+    # identities (resolved once); the other paths ask backscroll_identities_linked, which asks
+    # the same set-returning function.
+    ExpectingMutant("disclosure: identity links must be live", IDENTITIES, "backscroll_linked_identities",
                     "and l.revoked_at is null", ""),
+    ExpectingMutant("disclosure: search's identity branch only for the reader's linked identities",
+                    "backscroll/history.py", "SEARCH",
+                    "in (select * from linked_to_reader)", "is not null"),
     ExpectingMutant("recheck: destination audience", "backscroll/turns.py", "RECHECK_ROWS",
                     "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
                     "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),

@@ -34,6 +34,7 @@ SUITES_FOR = {
                               "tests/api/test_history_api.py", "tests/semantic/test_hybrid_history.py"],
 }
 SUITES_FOR["backscroll/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/history.py"]
+SUITES_FOR["sql/0007_history_candidates.sql"] = SUITES_FOR["backscroll/history.py"]
 
 
 def suites_for(mutant: Mutant) -> list[str]:
