@@ -133,3 +133,22 @@ def test_transcript_is_the_readers_own_conversations_in_order_and_pages(db_url, 
                      400, "invalid_cursor")
         assert_error(http.get(f"/v1/agent-sessions/{conv}/messages", headers=bearer(ingest)), 403, "forbidden")
         assert_error(http.get(f"/v1/agent-sessions/{conv}/messages"), 401, "unauthenticated")
+
+
+def test_transcript_query_narrows_by_itself(world):
+    """The endpoint checks visibility first; the messages query must not depend on that check."""
+    from backscroll.cursor import CursorCodec
+    from backscroll.sessions import Scope
+    from backscroll.web import transcript
+
+    dm = world.conversation("acme", "sre", "bob-dm", "Bob's DM", creator="bob")
+    world.message("acme", dm, "private")
+    ws, codec = world.workspace("acme"), CursorCodec(b"k" * 32)
+    alice = Scope(ws, world.actor_id("acme", "web:demo", "alice"), [], None, [], "simple")
+    bob = Scope(ws, world.actor_id("acme", "web:demo", "bob"), [], None, [], "simple")
+    sre = Scope(ws, alice.actor_id, [world.agent_id("acme", "sre")], None, [], "simple")
+    other_ws = Scope(world.workspace("other"), bob.actor_id, [world.agent_id("acme", "sre")], None, [], "simple")
+    assert transcript.messages(world.conn, alice, codec, dm, None, 10) == {"messages": [], "next": None}
+    assert transcript.messages(world.conn, other_ws, codec, dm, None, 10) == {"messages": [], "next": None}
+    assert [m["body"] for m in transcript.messages(world.conn, bob, codec, dm, None, 10)["messages"]] == ["private"]
+    assert [m["body"] for m in transcript.messages(world.conn, sre, codec, dm, None, 10)["messages"]] == ["private"]
