@@ -1,0 +1,123 @@
+"""A small synchronous Kubernetes client: get, create, patch, delete and list plain dicts.
+
+The `kubernetes` package is used for what it does well, finding and refreshing credentials
+(in-cluster service account, kubeconfig, exec plugins), and not for its typed models: they
+re-validate every answer and would turn the builders' dicts into objects and back.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+
+import httpx
+
+# (api prefix, plural) of every kind the operator touches.
+RESOURCES = {
+    "deployments": "/apis/apps/v1",
+    "jobs": "/apis/batch/v1",
+    "services": "/api/v1",
+    "secrets": "/api/v1",
+}
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+def bearer(cfg) -> str | None:
+    """The Authorization header value; calling it refreshes expiring tokens (exec plugins).
+    kubernetes >= 36 keeps the token under BearerToken, older versions under authorization."""
+    return cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+
+
+def configuration():
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+    else:
+        # The path is read now, not when `kubernetes` was imported (it caches $KUBECONFIG then).
+        path = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+        config.load_kube_config(config_file=os.path.expanduser(path), client_configuration=cfg)
+    return cfg
+
+
+class Kube:
+    def __init__(self, cfg=None, timeout: float = 30.0):
+        self.cfg = cfg or configuration()
+        verify: ssl.SSLContext | bool = False
+        if self.cfg.verify_ssl:
+            verify = ssl.create_default_context(cafile=self.cfg.ssl_ca_cert)
+            if self.cfg.cert_file:
+                verify.load_cert_chain(self.cfg.cert_file, self.cfg.key_file)
+        self.http = httpx.Client(base_url=self.cfg.host, verify=verify, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _headers(self, content_type: str = "application/json") -> dict:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        token = bearer(self.cfg)
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    @staticmethod
+    def _path(resource: str, namespace: str, name: str | None = None) -> str:
+        path = f"{RESOURCES[resource]}/namespaces/{namespace}/{resource}"
+        return f"{path}/{name}" if name else path
+
+    def _send(self, method: str, path: str, body=None, params=None, content_type="application/json") -> dict:
+        response = self.http.request(method, path, json=body, params=params, headers=self._headers(content_type))
+        if response.status_code >= 400:
+            try:
+                message = response.json().get("message") or response.text
+            except ValueError:
+                message = response.text
+            error = {404: NotFound, 409: Conflict}.get(response.status_code, KubeError)
+            raise error(response.status_code, f"{method} {path}: {message}")
+        return response.json() if response.content else {}
+
+    def get(self, resource: str, namespace: str, name: str) -> dict | None:
+        try:
+            return self._send("GET", self._path(resource, namespace, name))
+        except NotFound:
+            return None
+
+    def list(self, resource: str, namespace: str, labels: dict[str, str]) -> list[dict]:
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        items = self._send("GET", self._path(resource, namespace), params={"labelSelector": selector}).get("items")
+        # Filtered here too: a selector is a request, and an API server that ignored it (an
+        # emulator, a proxy) must not make the operator act on another object's children.
+        return [i for i in items or []
+                if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
+
+    def create(self, resource: str, namespace: str, body: dict) -> dict:
+        return self._send("POST", self._path(resource, namespace), body)
+
+    def patch(self, resource: str, namespace: str, name: str, body: dict) -> dict:
+        # A JSON merge patch of the whole manifest: lists (containers, env, ports) are replaced
+        # whole, so an env var removed from the spec is removed from the pod.
+        return self._send("PATCH", self._path(resource, namespace, name), body,
+                          content_type="application/merge-patch+json")
+
+    def delete(self, resource: str, namespace: str, name: str) -> bool:
+        # Background propagation: a Job's pods go with it (the default for Jobs orphans them).
+        try:
+            self._send("DELETE", self._path(resource, namespace, name),
+                       {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+            return True
+        except NotFound:
+            return False

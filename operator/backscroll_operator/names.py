@@ -1,0 +1,76 @@
+"""Names, labels and hashes shared by the builders and the reconciler."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+GROUP = "search.backscroll.dev"
+VERSION = "v1alpha1"
+PLURAL = "searchindexes"
+KIND = "SearchIndex"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+MANAGED_BY = "backscroll-operator"
+HASH_ANNOTATION = f"{GROUP}/applied-hash"
+MODEL_ANNOTATION = f"{GROUP}/model"
+
+# Job names end up in the `job-name` label of their pods, and labels stop at 63 characters.
+MAX_NAME = 63
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The SearchIndex a child belongs to."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    @classmethod
+    def from_body(cls, body) -> Owner:
+        meta = body["metadata"]
+        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+
+    def reference(self) -> dict:
+        # controller=True lets `kubectl describe` and garbage collection know who owns the child;
+        # blockOwnerDeletion keeps a foreground delete of the SearchIndex waiting for its children.
+        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
+                "controller": True, "blockOwnerDeletion": True}
+
+
+def short_hash(value, length: int = 8) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def child_name(owner: str, *parts: str) -> str:
+    """`owner-part-part`, cut to a valid object name; a cut name keeps a hash of the whole so two
+    long names do not collide."""
+    name = "-".join([owner, *parts])
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{name[:MAX_NAME - 9].rstrip('-')}-{short_hash(name)}"
+
+
+def model_slug(model: str) -> str:
+    """A model name as a name part: `arctic-embed-l-v2.0@256` → `arctic-embed-l-v2-0-256-<hash>`.
+
+    The hash keeps `a.b` and `a-b` apart; the readable part lets `kubectl get jobs` tell the
+    models apart at a glance.
+    """
+    readable = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:24].rstrip("-") or "model"
+    return f"{readable}-{short_hash(model, 6)}"
+
+
+def labels(owner: str, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "backscroll", "app.kubernetes.io/instance": owner,
+            "app.kubernetes.io/component": component, "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def selector(owner: str, component: str) -> dict[str, str]:
+    # The stable subset: a Deployment's selector is immutable, so it never includes anything
+    # that could change between operator versions.
+    return {"app.kubernetes.io/instance": owner, "app.kubernetes.io/component": component}

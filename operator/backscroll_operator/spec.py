@@ -1,0 +1,167 @@
+"""The SearchIndex spec as the operator reads it: parsed, defaulted and checked.
+
+The CRD's schema and CEL rules refuse most mistakes at `kubectl apply` time, but an API server
+without them (an old cluster, a test emulator, a CRD applied by hand) would let them through, so
+the same rules live here too and name the field they concern. Defaults mirror the CRD's:
+`tests/operator/test_crd.py` holds the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+# pgvector stores up to 16,000 dimensions but indexes (HNSW) at most 2,000; Backscroll indexes
+# every model, so 2,000 is the real limit (BACKSCROLL_EMBEDDINGS_DIMENSIONS has the same bound).
+MAX_DIMENSIONS = 2000
+DEFAULT_SERVER_IMAGE = "ghcr.io/huggingface/text-embeddings-inference:cpu-1.8"
+
+
+class SpecError(ValueError):
+    """A spec the operator cannot act on; `field` is its path, e.g. `spec.embeddings.dimensions`."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class _Model(BaseModel):
+    # camelCase as in the manifest; unknown fields are refused rather than silently ignored,
+    # because a misspelt optional field would otherwise look applied.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class SecretKeyRef(_Model):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+
+class DatabaseRef(_Model):
+    name: str = Field(min_length=1)
+    key: str = "uri"
+
+
+class TokenRef(_Model):
+    name: str = Field(min_length=1)
+    key: str = "token"
+
+
+class Database(_Model):
+    secret_ref: DatabaseRef
+    read_replica_secret_ref: DatabaseRef | None = None
+
+
+class Service(_Model):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    port: int = Field(default=8080, ge=1, le=65535)
+
+
+class Api(_Model):
+    replicas: int = Field(default=2, ge=0)
+    image: str | None = None
+    resources: dict[str, Any] = Field(default_factory=dict)
+    service: Service = Field(default_factory=Service)
+    status_token_secret_ref: TokenRef | None = None
+
+
+class Worker(_Model):
+    replicas: int = Field(default=1, ge=0)
+    resources: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCache(_Model):
+    size_limit: str = "10Gi"
+    claim_name: str | None = None
+
+
+class Server(_Model):
+    image: str = DEFAULT_SERVER_IMAGE
+    model_id: str | None = None
+    args: list[str] = Field(default_factory=list)
+    replicas: int = Field(default=1, ge=1)
+    resources: dict[str, Any] = Field(default_factory=dict)
+    port: int = Field(default=80, ge=1, le=65535)
+    model_cache: ModelCache = Field(default_factory=ModelCache)
+    startup_timeout_seconds: int = Field(default=900, ge=30)
+
+
+class External(_Model):
+    url: str = Field(pattern=r"^https?://")
+    api_key_secret_ref: SecretKeyRef | None = None
+
+
+class Backfill(_Model):
+    rate: float = Field(default=0.0, ge=0)
+    batch_size: int = Field(default=32, ge=1, le=2048)
+    backoff_limit: int = Field(default=6, ge=0)
+
+
+class Embeddings(_Model):
+    model: str = Field(min_length=1, max_length=200)
+    dimensions: int = Field(ge=1, le=MAX_DIMENSIONS)
+    query_model: str | None = None
+    document_model: str | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    send_input_type: bool = False
+    send_dimensions: bool = False
+    batch_size: int = Field(default=32, ge=1, le=2048)
+    server: Server | None = None
+    external: External | None = None
+    backfill: Backfill = Field(default_factory=Backfill)
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> Embeddings:
+        if self.server is not None and self.external is not None:
+            raise ValueError("give either server or external, not both")
+        return self
+
+    def server_or_default(self) -> Server:
+        return self.server or Server()
+
+    @property
+    def in_cluster(self) -> bool:
+        # No endpoint named means the default in-cluster server: `{model, dimensions}` suffices.
+        return self.external is None
+
+
+class SearchIndexSpec(_Model):
+    image: str = Field(min_length=1)
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    database: Database
+    text_search_config: str = Field(default="simple", pattern=r"^[a-z_][a-z0-9_.]*$")
+    api: Api = Field(default_factory=Api)
+    worker: Worker = Field(default_factory=Worker)
+    embeddings: Embeddings | None = None
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(["spec", *(str(p) for p in loc)])
+
+
+def parse(spec: dict | None, registered: dict[str, int] | None = None) -> SearchIndexSpec:
+    """The spec, or SpecError naming the first field that is wrong.
+
+    `registered` maps models the index already stores vectors of to their dimensions (from the
+    last status): a model's vectors cannot change size under the same name, so such a change is
+    refused here even when the CRD's transition rule could not see it (delete and re-create).
+    """
+    try:
+        parsed = SearchIndexSpec.model_validate(spec or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = err["loc"]
+        message = err["msg"]
+        if err["type"] == "value_error":  # a model validator: its message is the whole story
+            message = message.removeprefix("Value error, ")
+        raise SpecError(_field_path(loc), message) from None
+    emb = parsed.embeddings
+    if emb is not None and registered and emb.model in registered and registered[emb.model] != emb.dimensions:
+        raise SpecError("spec.embeddings.dimensions",
+                        f"model {emb.model!r} already stores {registered[emb.model]}-dimension vectors; "
+                        f"a different size is a different model: give it a new name (e.g. "
+                        f"{emb.model}@{emb.dimensions})")
+    return parsed

@@ -1,0 +1,254 @@
+"""A SearchIndex's status, derived from what the operator observed: pure, so tests feed it facts.
+
+The API's own `GET /v1/status` is the authority on mode and coverage (it probes the embeddings
+endpoint and counts vectors in the database); the children's Kubernetes status says what the
+API cannot: a migration still running, an embeddings server still loading its weights, a
+rollout in progress. Ready means "search answers the way the spec asks": lexical for a spec
+without embeddings, hybrid with them; anything less is Ready=False with a reason, so
+`kubectl wait --for=condition=Ready` gates on a finished rollout, backfill included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .spec import SearchIndexSpec
+
+CONDITIONS = ("MigrationsApplied", "EmbeddingsAvailable", "BackfillComplete", "Ready")
+
+# Reasons that mean something is wrong rather than still under way: their Events are Warnings.
+WARNING_REASONS = frozenset({
+    "InvalidSpec", "SecretMissing", "MigrationFailed", "BackfillFailed", "EndpointUnavailable",
+    "EndpointTimeout", "StatusUnreadable", "Degraded",
+})
+
+
+@dataclass(frozen=True)
+class JobState:
+    name: str
+    phase: str  # absent | running | succeeded | failed
+
+    @classmethod
+    def of(cls, name: str, job: dict | None) -> JobState:
+        if job is None:
+            return cls(name, "absent")
+        status = job.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("status") == "True" and cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+                return cls(name, "succeeded")
+            if cond.get("status") == "True" and cond.get("type") in ("Failed", "FailureTarget"):
+                return cls(name, "failed")
+        return cls(name, "succeeded" if (status.get("succeeded") or 0) >= 1 else "running")
+
+
+@dataclass(frozen=True)
+class DeploymentState:
+    name: str
+    desired: int
+    available: int
+    rolled_out: bool  # the controller has seen the latest spec and replaced every old pod
+
+    @classmethod
+    def of(cls, name: str, deployment: dict | None) -> DeploymentState:
+        if deployment is None:
+            return cls(name, 0, 0, False)
+        desired = (deployment.get("spec") or {}).get("replicas", 1)
+        status = deployment.get("status") or {}
+        generation = (deployment.get("metadata") or {}).get("generation")
+        observed = status.get("observedGeneration")
+        current = generation is None or (observed is not None and observed >= generation)
+        updated = status.get("updatedReplicas", status.get("availableReplicas", 0)) or 0
+        return cls(name, desired, status.get("availableReplicas") or 0, current and updated >= desired)
+
+    @property
+    def ready(self) -> bool:
+        return self.desired > 0 and self.rolled_out and self.available >= self.desired
+
+    def describe(self) -> str:
+        if not self.rolled_out and self.available >= self.desired > 0:
+            return f"deployment {self.name} is rolling out"
+        return f"deployment {self.name} has {self.available} of {self.desired} replicas available"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one reconcile pass saw."""
+
+    migration: JobState
+    api: DeploymentState
+    worker: DeploymentState | None = None      # None: no worker wanted (no embeddings)
+    server: DeploymentState | None = None      # None: no in-cluster server wanted
+    backfill: JobState | None = None           # None: no embeddings
+    report: dict | None = None                 # the API's GET /v1/status, when it answered
+    report_error: str | None = None            # why it did not
+    notes: list[str] = field(default_factory=list)
+
+
+def _condition(type_: str, ok: bool | None, reason: str, message: str) -> dict:
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+def _percent(coverage: float | None) -> str | None:
+    if coverage is None:
+        return None
+    return f"{coverage * 100:.1f}%".replace(".0%", "%")
+
+
+def _current_model(report: dict | None, model: str) -> dict | None:
+    for entry in (report or {}).get("models") or []:
+        if entry.get("model") == model:
+            return entry
+    return None
+
+
+def _mode(spec: SearchIndexSpec, facts: Facts) -> str:
+    if spec.embeddings is None:
+        # Pods still rolling out may answer hybrid for a while; the report says so when it can.
+        return (facts.report or {}).get("mode", "lexical") if facts.report else "lexical"
+    if facts.report is None or (facts.server is not None and not facts.server.ready):
+        return "degraded"
+    mode = facts.report.get("mode")
+    # "lexical" from an API configured with a model means its pods predate the model.
+    return "hybrid" if mode == "hybrid" else "degraded"
+
+
+def _migrations(facts: Facts) -> dict:
+    job = facts.migration
+    if job.phase == "succeeded":
+        return _condition("MigrationsApplied", True, "Succeeded", f"job {job.name} succeeded")
+    if job.phase == "failed":
+        return _condition("MigrationsApplied", False, "MigrationFailed",
+                          f"job {job.name} failed: see `kubectl logs job/{job.name}`")
+    return _condition("MigrationsApplied", False, "Running", f"job {job.name} is running")
+
+
+def _embeddings(spec: SearchIndexSpec, facts: Facts) -> dict:
+    if spec.embeddings is None:
+        return _condition("EmbeddingsAvailable", False, "NotConfigured", "spec.embeddings is not set: search is lexical")
+    if facts.server is not None and not facts.server.ready:
+        return _condition("EmbeddingsAvailable", False, "ServerNotReady", facts.server.describe())
+    if facts.report is None:
+        return _condition("EmbeddingsAvailable", None, "StatusUnreadable", facts.report_error or "no status yet")
+    endpoint = (facts.report.get("embeddings") or {}).get("endpoint")
+    if endpoint is None:
+        return _condition("EmbeddingsAvailable", False, "RollingOut", "the API does not use the model yet")
+    if endpoint != "ok":
+        reason = "EndpointTimeout" if endpoint == "timeout" else "EndpointUnavailable"
+        return _condition("EmbeddingsAvailable", False, reason, f"the embeddings endpoint answers: {endpoint}")
+    return _condition("EmbeddingsAvailable", True, "Available",
+                      f"the embeddings endpoint answers for {spec.embeddings.model}")
+
+
+def _backfill(spec: SearchIndexSpec, facts: Facts) -> dict:
+    if spec.embeddings is None or facts.backfill is None:
+        return _condition("BackfillComplete", False, "NotConfigured", "spec.embeddings is not set: nothing to embed")
+    job = facts.backfill
+    entry = _current_model(facts.report, spec.embeddings.model)
+    counts = f" ({entry['embedded']} of {entry['total']} messages embedded)" if entry else ""
+    if job.phase == "absent":
+        return _condition("BackfillComplete", False, "WaitingForMigrations",
+                          f"job {job.name} starts once the migrations are applied")
+    if job.phase == "failed":
+        return _condition("BackfillComplete", False, "BackfillFailed",
+                          f"job {job.name} failed{counts}: see `kubectl logs job/{job.name}`; "
+                          f"delete the job to run it again")
+    if job.phase == "running":
+        return _condition("BackfillComplete", False, "Backfilling", f"job {job.name} is running{counts}")
+    return _condition("BackfillComplete", True, "Complete", f"job {job.name} succeeded{counts}")
+
+
+def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str, dict]) -> dict:
+    migrations = conditions["MigrationsApplied"]
+    if migrations["status"] != "True":
+        reason = "MigrationFailed" if migrations["reason"] == "MigrationFailed" else "WaitingForMigrations"
+        return _condition("Ready", False, reason, migrations["message"])
+    for role, state in (("Api", facts.api), ("Worker", facts.worker)):
+        if state is not None and not state.ready:
+            return _condition("Ready", False, f"{role}NotReady", state.describe())
+    if facts.report is None:
+        return _condition("Ready", False, "StatusUnreadable", facts.report_error or "no status yet")
+    if spec.embeddings is None:
+        if mode != "lexical":
+            return _condition("Ready", False, "RollingOut", "the API still answers with the previous model")
+        return _condition("Ready", True, "Ready", "search answers lexically")
+    if mode != "hybrid":
+        cause = conditions["EmbeddingsAvailable"]
+        if cause["status"] == "True":
+            cause = conditions["BackfillComplete"]
+        degradation = facts.report.get("degradation") or {}
+        if cause["status"] == "True" and degradation:
+            return _condition("Ready", False, "Degraded",
+                              f"{degradation.get('category')}: {degradation.get('detail', '')}".strip())
+        return _condition("Ready", False, cause["reason"], cause["message"])
+    return _condition("Ready", True, "Ready", f"search answers hybrid with {spec.embeddings.model}")
+
+
+def _models(report: dict | None, previous: list | None) -> list[dict] | None:
+    if report is None:
+        return previous  # last known coverage beats none while the API does not answer
+    return [{"model": m["model"], "dimensions": m["dimensions"], "embedded": m["embedded"], "total": m["total"],
+             "coverage": m["coverage"], "current": bool(m.get("current"))}
+            for m in report.get("models") or []]
+
+
+def merge_conditions(old: list | None, new: list[dict], now: str) -> list[dict]:
+    """New conditions, keeping lastTransitionTime where the status did not change."""
+    before = {c["type"]: c for c in old or []}
+    merged = []
+    for cond in new:
+        prior = before.get(cond["type"])
+        changed = prior is None or prior.get("status") != cond["status"]
+        merged.append({**cond, "lastTransitionTime": now if changed else prior.get("lastTransitionTime", now)})
+    # Conditions this pass did not compute (e.g. after a spec error) are kept as they were.
+    seen = {c["type"] for c in new}
+    merged += [c for c in old or [] if c["type"] not in seen]
+    return sorted(merged, key=lambda c: CONDITIONS.index(c["type"]) if c["type"] in CONDITIONS else 99)
+
+
+def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dict | None, now: str) -> dict:
+    """The whole status for a spec the operator could act on."""
+    old = old or {}
+    mode = _mode(spec, facts)
+    conditions = {"MigrationsApplied": _migrations(facts), "EmbeddingsAvailable": _embeddings(spec, facts),
+                  "BackfillComplete": _backfill(spec, facts)}
+    conditions["Ready"] = _ready(spec, facts, mode, conditions)
+    models = _models(facts.report, old.get("models"))
+    model = spec.embeddings.model if spec.embeddings else None
+    current = next((m for m in models or [] if m["model"] == model), None)
+    return {
+        "observedGeneration": generation,
+        "mode": mode,
+        # Flat copies of the current model's figures for the printer columns.
+        "model": model,
+        "coverage": _percent(current["coverage"]) if current else None,
+        "models": models,
+        "conditions": merge_conditions(old.get("conditions"), list(conditions.values()), now),
+    }
+
+
+def failed(old: dict | None, generation: int | None, reason: str, message: str, now: str) -> dict:
+    """The status for a spec the operator could not act on: Ready=False says why; the other
+    conditions keep what they last said (the children from before are still running)."""
+    old = old or {}
+    ready = _condition("Ready", False, reason, message)
+    return {"observedGeneration": generation, "mode": old.get("mode"),
+            "conditions": merge_conditions(old.get("conditions"), [ready], now)}
+
+
+def transitions(old: dict | None, new: dict) -> list[tuple[str, str, str]]:
+    """Events for what changed: (type, reason, message), one per condition whose status or reason
+    moved, and one for a change of mode."""
+    old = old or {}
+    before = {c["type"]: c for c in old.get("conditions") or []}
+    events = []
+    if old.get("mode") != new.get("mode") and new.get("mode"):
+        events.append(("Warning" if new["mode"] == "degraded" else "Normal", "ModeChanged",
+                       f"search mode {old.get('mode') or 'unset'} -> {new['mode']}"))
+    for cond in new.get("conditions") or []:
+        prior = before.get(cond["type"])
+        if prior and (prior.get("status"), prior.get("reason")) == (cond["status"], cond["reason"]):
+            continue
+        kind = "Warning" if cond["reason"] in WARNING_REASONS else "Normal"
+        events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+    return events
