@@ -21,7 +21,8 @@ from . import transcript
 
 # No inline script, no eval, nothing from elsewhere: a title or message body that got past the
 # page's textContent rendering as markup still could not run. connect-src 'self' keeps the token
-# from being sent anywhere but this API.
+# from being sent anywhere but this API; form-action 'none' keeps the sign-in form from ever
+# submitting itself (a GET form would put the token in a URL) if the script did not run.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 PAGE_HEADERS = {

@@ -99,6 +99,16 @@ def test_scrolling_loads_the_next_pages_until_there_are_no_more(world, server, p
     page.wait_for_timeout(300)
     assert len(cursors) == 3, "nothing more is asked for after the last page"
 
+    # A search pages the same way, with the search's own cursor.
+    search(page, "Filler conversation")
+    expect(page.locator("#list li.item")).to_have_count(25)
+    scroll_sidebar_to_end(page)
+    expect(page.locator("#list li.item")).to_have_count(50)
+    scroll_sidebar_to_end(page)
+    expect(page.locator("#list li.item")).to_have_count(55)
+    expect(page.locator("#list-state")).to_have_text("No more matches.")
+    assert sorted(item_ids(page)) == sorted(expected)
+
 
 def test_search_asks_the_server_and_opens_the_hit(world, server, page, shot):
     old = world.conversation("acme", "concierge", "old", "Room change", creator="alice", created=1)

@@ -136,7 +136,9 @@
   let searchTimer = null;
 
   function newList(q) {
-    return { q, next: null, done: false, loading: false, error: null, controller: null, ids: new Set(), count: 0 };
+    // pending: a newer query has been typed and this list only waits to be replaced.
+    return { q, next: null, done: false, loading: false, pending: false, error: null, controller: null,
+      ids: new Set(), count: 0 };
   }
 
   function stopList() {
@@ -154,7 +156,7 @@
 
   async function loadMore() {
     const current = list;
-    if (!current || current.loading || current.done || current.error || token === null) return;
+    if (!current || current.loading || current.pending || current.done || current.error || token === null) return;
     current.loading = true;
     current.controller = new AbortController();
     renderListState();
@@ -203,7 +205,7 @@
     const state = ui.listState;
     state.replaceChildren();
     let kind = "more";
-    if (list.loading) {
+    if (list.loading || list.pending) {
       kind = "loading";
       state.append(text("span", list.q ? "Searching…" : "Loading conversations…", "spinner"));
     } else if (list.error) {
@@ -558,9 +560,13 @@
   function onSearchInput() {
     clearTimeout(searchTimer);
     const q = ui.q.value.trim() || null;
-    if (list && q === list.q && !list.error) return;
-    // What is on screen no longer answers what is typed: cancel it now, not after the debounce.
-    stopList();
+    if (list && q === list.q && !list.error && !list.pending) return;
+    // What is on screen no longer answers what is typed: cancel its request now, not after the
+    // debounce, and keep it from reading further pages meanwhile.
+    if (list) {
+      list.pending = true;
+      stopList();
+    }
     searchTimer = setTimeout(() => {
       searchTimer = null;
       startList(q);
