@@ -242,9 +242,10 @@ def transitions(old: dict | None, new: dict) -> list[tuple[str, str, str]]:
     old = old or {}
     before = {c["type"]: c for c in old.get("conditions") or []}
     events = []
-    if old.get("mode") != new.get("mode") and new.get("mode"):
+    # The first mode an index gets is not news (it starts degraded while it migrates); changes are.
+    if old.get("mode") and new.get("mode") and old["mode"] != new["mode"]:
         events.append(("Warning" if new["mode"] == "degraded" else "Normal", "ModeChanged",
-                       f"search mode {old.get('mode') or 'unset'} -> {new['mode']}"))
+                       f"search mode {old['mode']} -> {new['mode']}"))
     for cond in new.get("conditions") or []:
         prior = before.get(cond["type"])
         if prior and (prior.get("status"), prior.get("reason")) == (cond["status"], cond["reason"]):

@@ -211,7 +211,7 @@ def eventually(check, timeout: float = 10.0, interval: float = 0.1):
     while True:
         try:
             value = check()
-        except (AssertionError, KeyError, TypeError) as exc:
+        except (AssertionError, KeyError, TypeError, StopIteration) as exc:
             value = exc
         else:
             if value:

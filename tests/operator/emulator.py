@@ -1,7 +1,7 @@
 """kmock's Kubernetes emulator with the API server behaviour kopf and the operator rely on.
 
 kmock stores objects and serves watches, but sets no uid, resourceVersion, generation or
-creationTimestamp, and answers a failed JSON-patch `test` with 500 instead of 422. This subclass
+creationTimestamp, ignores generateName, and answers a failed JSON-patch `test` with 500 instead of 422. This subclass
 fills those in and nothing more; it also records every write, so tests can say "nothing was
 written" after an operator restart.
 """
@@ -49,6 +49,8 @@ class Emulator(kmock.KubernetesEmulator):
                                 getattr(request, "subresource", None) or ""))
         if request.resource is not None and request.action == kmock.action.CREATE and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):  # kopf names its Events so
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             meta["resourceVersion"] = str(next(self._versions))

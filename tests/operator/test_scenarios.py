@@ -42,3 +42,204 @@ def test_create_makes_children_with_owner_references(api, operator):
                              "name": "search", "uid": uid, "controller": True, "blockOwnerDeletion": True}]
         assert not any(n.startswith("search-backfill") for n in api.names("jobs")), "backfill before migration"
         eventually(lambda: condition(api, "search", "MigrationsApplied")["reason"] == "Running")
+
+
+def migration_job(api, name: str = "search") -> str:
+    return eventually(lambda: next(n for n in api.names("jobs") if n.startswith(f"{name}-migrate-")))
+
+
+def backfill_jobs(api, name: str = "search") -> set[str]:
+    return {n for n in api.names("jobs") if n.startswith(f"{name}-backfill-")}
+
+
+def bring_up(api, status_server, name: str = "search", embeddings: bool = True) -> None:
+    """Create the index and play the controllers and the API until it is Ready."""
+    api.create("searchindexes", searchindex(name, embeddings=embeddings))
+    api.complete_job(migration_job(api, name))
+    if embeddings:
+        backfill = eventually(lambda: next(iter(backfill_jobs(api, name))))
+        api.complete_job(backfill)
+    roles = ["api", "worker", "embeddings"] if embeddings else ["api"]
+    for role in roles:
+        eventually(lambda: api.get("deployments", f"{name}-{role}"))
+        api.roll_out(f"{name}-{role}")
+    status_server.reports[name] = (report("hybrid", MODEL, embedded=120, total=120) if embeddings
+                                   else report("lexical"))
+    eventually(lambda: condition(api, name, "Ready").get("status") == "True")
+
+
+def test_migration_success_starts_the_backfill(api, operator):
+    with operator():
+        api.create("searchindexes", searchindex())
+        job = migration_job(api)
+        migrate = api.get("jobs", job)["spec"]["template"]["spec"]["containers"][0]
+        assert migrate["args"] == ["migrate", "--model", MODEL, "--dimensions", "384"]
+        time_for_two_passes()
+        assert not backfill_jobs(api), "the backfill must wait for the migration"
+        api.complete_job(job)
+        backfill = eventually(lambda: backfill_jobs(api))
+        (name,) = backfill
+        container = api.get("jobs", name)["spec"]["template"]["spec"]["containers"][0]
+        assert container["args"][:3] == ["backfill", "--model", MODEL]
+        eventually(lambda: condition(api, "search", "MigrationsApplied")["status"] == "True")
+        eventually(lambda: condition(api, "search", "BackfillComplete")["reason"] == "Backfilling")
+
+
+def time_for_two_passes() -> None:
+    import time
+    time.sleep(0.8)  # the timer runs every 0.3 s in tests
+
+
+def test_ready_and_hybrid_with_full_coverage(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        body = api.get("searchindexes", "search")
+        status = body["status"]
+        assert status["mode"] == "hybrid"
+        assert status["model"] == MODEL and status["coverage"] == "100%"
+        assert status["observedGeneration"] == body["metadata"]["generation"]
+        assert status["models"] == [{"model": MODEL, "dimensions": 384, "embedded": 120, "total": 120,
+                                     "coverage": 1.0, "current": True}]
+        kinds = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+        assert kinds == {"MigrationsApplied": ("True", "Succeeded"), "EmbeddingsAvailable": ("True", "Available"),
+                         "BackfillComplete": ("True", "Complete"), "Ready": ("True", "Ready")}
+        # The operator read the status with the admin token from the Secret.
+        assert status_server.seen_tokens and set(status_server.seen_tokens) == {"Bearer bks_admin_test"}
+        events = eventually(lambda: [e for e in api.events("search") if e["reason"] == "Ready"])
+        assert events[0]["type"] == "Normal" and "hybrid" in events[0]["message"]
+
+
+def test_backfilling_is_degraded_not_ready(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        status_server.reports["search"] = report(
+            "degraded", MODEL, embedded=60, total=120,
+            degradation={"category": "backfilling", "coverage": 0.5, "detail": "hybrid over embedded messages"})
+        eventually(lambda: api.get("searchindexes", "search")["status"]["mode"] == "degraded")
+        status = api.get("searchindexes", "search")["status"]
+        assert status["coverage"] == "50%"
+        ready = condition(api, "search", "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "Degraded") and "backfilling" in ready["message"]
+
+
+def test_embeddings_server_not_ready_is_degraded(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        api.roll_out("search-embeddings", available=0)  # e.g. the pod was evicted, weights reloading
+        eventually(lambda: api.get("searchindexes", "search")["status"]["mode"] == "degraded")
+        available = condition(api, "search", "EmbeddingsAvailable")
+        assert (available["status"], available["reason"]) == ("False", "ServerNotReady")
+        assert "search-embeddings" in available["message"]
+        assert condition(api, "search", "Ready")["reason"] == "ServerNotReady"
+        eventually(lambda: [e for e in api.events("search") if e["reason"] == "ModeChanged"
+                            and e["type"] == "Warning" and "hybrid -> degraded" in e["message"]])
+
+
+def test_removing_embeddings_returns_to_lexical_and_removes_the_server(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        api.patch("searchindexes", "search", {"spec": {"embeddings": None}})
+        eventually(lambda: "search-embeddings" not in api.names("deployments"))
+        eventually(lambda: "search-embeddings" not in api.names("services"))
+        eventually(lambda: "search-worker" not in api.names("deployments"))
+        eventually(lambda: not backfill_jobs(api))
+        env = eventually(lambda: api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]
+                         if not any(e["name"].startswith("BACKSCROLL_EMBEDDINGS") for e in
+                                    api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"])
+                         else None)
+        assert {e["name"] for e in env} >= {"BACKSCROLL_DATABASE_URL", "BACKSCROLL_PORT"}
+        # A new migration without the model (its image and model are in its name); the old one goes.
+        (migration,) = eventually(lambda: [n for n in api.names("jobs") if n.startswith("search-migrate-")
+                                           and api.get("jobs", n)["spec"]["template"]["spec"]["containers"][0]["args"]
+                                           == ["migrate"]])
+        eventually(lambda: {n for n in api.names("jobs") if n.startswith("search-migrate-")} == {migration})
+        api.complete_job(migration)
+        api.roll_out("search-api")
+        status_server.reports["search"] = report("lexical")
+        eventually(lambda: api.get("searchindexes", "search")["status"]["mode"] == "lexical")
+        status = api.get("searchindexes", "search")["status"]
+        assert "model" not in status and "coverage" not in status
+        eventually(lambda: condition(api, "search", "Ready")["status"] == "True")
+        assert condition(api, "search", "EmbeddingsAvailable")["reason"] == "NotConfigured"
+
+
+def test_changing_the_model_starts_a_new_backfill(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        (old,) = backfill_jobs(api)
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": "arctic-embed-l-v2.0@256",
+                                                                      "dimensions": 256}}})
+        migration = eventually(lambda: next(n for n in api.names("jobs") if n.startswith("search-migrate-")
+                                            and "arctic" in " ".join(api.get("jobs", n)["spec"]["template"]["spec"]
+                                                                     ["containers"][0]["args"])))
+        assert backfill_jobs(api) <= {old} or not backfill_jobs(api), "new backfill before its migration"
+        api.complete_job(migration)
+        (new,) = eventually(lambda: backfill_jobs(api) - {old} and backfill_jobs(api))
+        assert new != old and new.startswith("search-backfill-arctic-embed-l-v2-0-256-")
+        eventually(lambda: old not in api.names("jobs"))
+        args = api.get("jobs", new)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[:3] == ["backfill", "--model", "arctic-embed-l-v2.0@256"]
+        api_env = {e["name"]: e.get("value") for e in
+                   api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert api_env["BACKSCROLL_EMBEDDINGS_MODEL"] == "arctic-embed-l-v2.0@256"
+        assert api_env["BACKSCROLL_EMBEDDINGS_DIMENSIONS"] == "256"
+
+
+def test_invalid_spec_sets_a_condition_and_an_event_and_is_not_retried(api, operator):
+    with operator():
+        body = searchindex()
+        body["spec"]["embeddings"]["dimensions"] = 4096
+        api.create("searchindexes", body)
+        ready = eventually(lambda: condition(api, "search", "Ready").get("reason") == "InvalidSpec"
+                           and condition(api, "search", "Ready"))
+        assert ready["status"] == "False" and "spec.embeddings.dimensions" in ready["message"]
+        events = eventually(lambda: [e for e in api.events("search") if e["reason"] == "InvalidSpec"])
+        assert events[0]["type"] == "Warning" and "spec.embeddings.dimensions" in events[0]["message"]
+        time_for_two_passes()
+        time_for_two_passes()
+        assert len([e for e in api.events("search") if e["reason"] == "InvalidSpec"]) == 1
+        assert api.writes_to_children() == [], "nothing is built from an invalid spec"
+        # Fixing the spec is a new generation, and it is acted on.
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {"dimensions": 384}}})
+        eventually(lambda: "search-api" in api.names("deployments"))
+
+
+def test_missing_secret_is_retried_until_it_exists(api, operator):
+    with operator():
+        body = searchindex()
+        body["spec"]["database"]["secretRef"] = {"name": "later", "key": "uri"}
+        api.create("searchindexes", body)
+        ready = eventually(lambda: condition(api, "search", "Ready").get("reason") == "SecretMissing"
+                           and condition(api, "search", "Ready"))
+        assert "spec.database.secretRef" in ready["message"] and "later" in ready["message"]
+        assert "search-api" not in api.names("deployments")
+        api.secret("later", uri="postgresql://backscroll@db/backscroll")
+        eventually(lambda: "search-api" in api.names("deployments"))
+        env = api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "BACKSCROLL_DATABASE_URL",
+                "valueFrom": {"secretKeyRef": {"name": "later", "key": "uri"}}} in env
+
+
+def test_restarted_operator_creates_nothing_twice(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        time_for_two_passes()
+    before = {r: api.names(r) for r in ("deployments", "services", "jobs")}
+    writes = len(api.writes_to_children())
+    with operator():
+        time_for_two_passes()
+        time_for_two_passes()
+        assert condition(api, "search", "Ready")["status"] == "True"
+    assert {r: api.names(r) for r in ("deployments", "services", "jobs")} == before
+    assert api.writes_to_children()[writes:] == [], "a restart rewrote children that were already right"
+
+
+def test_deleting_the_searchindex_exits_cleanly(api, operator, status_server):
+    with operator() as runner:
+        bring_up(api, status_server)
+        api.delete("searchindexes", "search")
+        eventually(lambda: api.get("searchindexes", "search") is None)
+        time_for_two_passes()
+    # The operator fixture asserts exit code 0 and no exception; here: nothing failed on the way.
+    assert "Traceback" not in runner.output
+    assert "[ERROR" not in runner.output and "did not exit in time" not in runner.output
