@@ -12,10 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 
+from . import hybrid
 from .auth import Principal
+from .config import Settings
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
+from .gateway import Gateway
+from .vectors import distance, literal, use_iterative_scan
 
 # The first page starts "before" the largest position a keyset can hold.
 MAX_ID = 9_223_372_036_854_775_807
@@ -24,6 +29,7 @@ MAX_ID = 9_223_372_036_854_775_807
 # the body first, so a message cannot forge a highlight.
 HL_START, HL_STOP = "\ue000", "\ue001"
 SEARCHABLE_CHARS = 100_000  # the sidecar indexes this much of each body; excerpts read as much
+VECTOR_K = 50  # nearest messages read for the semantic list (then one per conversation)
 
 # The reader's agents (after the `agent` filter), the agent the filter names, every agent of the
 # workspace (search() reaches the reader's own conversations with the others through the
@@ -101,6 +107,11 @@ select"""
 # rank, so a conversation whose contents match too comes before one that matches on its title
 # only (content_score -1); within the content tier by ts_rank_cd. Then by id.
 #
+# With a query vector (an embeddings model configured and answering), the content tier also
+# holds semantic hits: the vector list (VECTOR_CANDIDATES, produced under the same narrowing,
+# which `semantic_hits` checks again) and the content list are fused by reciprocal rank
+# (RRF_K = 60), and that score orders the tier. A semantic-only hit shows its nearest message.
+#
 # The tsquery is written inline with the workspace's configuration (resolve_scope fetched it):
 # the planner sees a constant, and the final join has no CTE or workspaces to plan around. In
 # the first branch it sits behind an InitPlan, `(select ...)`, so the planner keeps agent_id in
@@ -145,15 +156,35 @@ best_content as (
       from content_matches
      order by conversation_id, score desc, message_id desc
 ),
+content_ranked as (
+    select b.*, row_number() over (order by b.score desc, b.conversation_id desc) as rank
+      from best_content b
+),
+semantic_hits as (
+    select vc.id as conversation_id, v.message_id, v.rank
+      from unnest(%(vector_conversations)s::bigint[], %(vector_messages)s::bigint[])
+           with ordinality as v(conversation_id, message_id, rank)
+      join conversations vc on vc.id = v.conversation_id
+     where vc.workspace_id = %(ws)s
+       and (vc.agent_id = any(%(agents)s::bigint[])
+            or (vc.creator_actor_id = %(actor)s
+                and (%(only_agent)s::bigint is null or vc.agent_id = %(only_agent)s)))
+),
 hits as (
-    select coalesce(t.id, b.conversation_id) as id,
+    select coalesce(t.id, b.conversation_id, v.conversation_id) as id,
            case when t.id is not null then 2 else 1 end as tier,
-           coalesce(t.score, b.score)::real as score,
+           case when t.id is not null then t.score
+                when %(fused)s then coalesce(1.0 / (%(rrf_k)s + b.rank), 0) + coalesce(1.0 / (%(rrf_k)s + v.rank), 0)
+                else b.score
+           end::real as score,
            coalesce(b.score, -1)::real as content_score,
            t.id is not null as on_title,
-           b.message_id
+           b.message_id is not null as on_content,
+           v.conversation_id is not null as on_semantic,
+           coalesce(b.message_id, v.message_id) as message_id
       from title_hits t
-      full join best_content b on b.conversation_id = t.id
+      full join content_ranked b on b.conversation_id = t.id
+      full join semantic_hits v on v.conversation_id = coalesce(t.id, b.conversation_id)
 ),
 page as (
     select * from hits h
@@ -165,7 +196,7 @@ page as (
 select"""
     + SESSION_COLUMNS
     + """,
-       p.tier, p.score, p.content_score, p.on_title, p.message_id,
+       p.tier, p.score, p.content_score, p.on_title, p.on_content, p.on_semantic, p.message_id,
        case when p.message_id is not null then
             ts_headline(%(ts_config)s::regconfig,
                         translate(left(m.body, %(searchable)s), %(markers)s, ''),
@@ -179,6 +210,43 @@ select"""
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
 """
 ).replace("TSQ", TSQUERY)
+
+# Semantic candidates: the messages nearest the query under the same narrowing as content
+# search (the reader's agents, or the reader's own conversations with any agent of the
+# workspace), inside pgvector's index scan (iterative, so the narrowing cannot starve the list)
+# and only among vectors of the configured model; then each conversation's nearest message.
+# {order} is the distance (HNSW) or the distance + 0 (an exact scan, for small scopes).
+VECTOR_CANDIDATES = """
+with nearest as materialized (
+    select s.conversation_id, s.message_id, {distance} as distance
+      from message_embeddings e
+      join message_search s on s.message_id = e.message_id
+      join conversations c on c.id = s.conversation_id
+     where e.model = %(model)s
+       and c.workspace_id = %(ws)s
+       and (c.agent_id = any(%(agents)s::bigint[])
+            or (c.creator_actor_id = %(actor)s
+                and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
+     order by {order}
+     limit %(vector_k)s
+)
+select conversation_id, message_id, distance
+  from (select distinct on (conversation_id) conversation_id, message_id, distance
+          from nearest order by conversation_id, distance + 0, message_id) best
+ order by distance, conversation_id
+"""
+# How many indexable messages the reader's agents hold, counted up to a cap: a small scope gets
+# an exact vector scan, a large one the HNSW index.
+SCOPE_SIZE = """
+select count(*) as n from (
+    select 1 from message_search s where s.agent_id = any(%(agents)s::bigint[]) limit %(cap)s
+) capped
+"""
+# Whether the model's backfill is still running: until it finishes, search is hybrid over what is
+# embedded and lexical over the rest, reported as `backfilling` with the backfill's coverage.
+BACKFILL_PROGRESS = """
+select b.state, b.embedded, b.total from embedding_backfills b where b.model = %(model)s
+"""
 
 ONE = (
     "select"
@@ -322,13 +390,69 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+# A cursor pages one ranking: lexical (kind "search") or fused ("search-hybrid"), whose scores are
+# not comparable. A lexical cursor keeps paging lexically even when vectors are back.
+LEXICAL_CURSOR, FUSED_CURSOR = "search", "search-hybrid"
+
+
+def _decode_search_cursor(codec: CursorCodec, before: str, fp: str) -> tuple[str, list]:
+    try:
+        return LEXICAL_CURSOR, codec.decode(before, LEXICAL_CURSOR, fp)
+    except BadRequest as first:
+        try:
+            return FUSED_CURSOR, codec.decode(before, FUSED_CURSOR, fp)
+        except BadRequest:
+            raise first from None
+
+
+def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int], qv: hybrid.QueryVector,
+                      settings: Settings | None) -> list[dict]:
+    """The reader's conversations nearest the query, nearest first, each with its nearest message."""
+    cap = (settings.hybrid_exact_max_rows if settings else 10_000) + 1
+    exact = conn.execute(SCOPE_SIZE, {"agents": agents, "cap": cap}).fetchone()["n"] < cap
+    dist = distance(qv.model.dimensions)
+    order = sql.SQL("({}) + 0").format(dist) if exact else dist
+    statement = sql.SQL(VECTOR_CANDIDATES).format(distance=dist, order=order)
+    with conn.transaction():
+        if not exact:
+            use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100,
+                                                             VECTOR_K))
+        return conn.execute(statement, {
+            "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,
+            "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent,
+        }).fetchall()
+
+
+def _with_backfill(conn: psycopg.Connection, qv: hybrid.QueryVector) -> hybrid.QueryVector:
+    row = conn.execute(BACKFILL_PROGRESS, {"model": qv.model.model}).fetchone()
+    if row is None or row["state"] == "finished":
+        return qv
+    return hybrid.with_coverage(qv, row["embedded"] or 0, max(row["total"] or 0, (row["embedded"] or 0) + 1))
+
+
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
-           limit: int, limits: Limits) -> dict:
+           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None) -> dict:
+    """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
+
+    Title matches come first; below them, content and semantic matches are fused by reciprocal
+    rank when a query vector is available, and ranked by content score alone otherwise."""
     fp = fingerprint("search", q, scope.only_agent)
     after = [3, math.inf, math.inf, MAX_ID]  # before every row
+    kind = None
     if before:
-        after = _search_position(codec.decode(before, "search", fp))
+        kind, position = _decode_search_cursor(codec, before, fp)
+        after = _search_position(position)
     agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
+    qv = hybrid.QueryVector(hybrid.LEXICAL)
+    if kind != LEXICAL_CURSOR:
+        qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway)
+        if qv.usable:
+            qv = _with_backfill(conn, qv)
+    if kind == FUSED_CURSOR and not qv.usable:
+        raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
+                         f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
+                         code="cursor_mode_changed")
+    nearest = vector_candidates(conn, scope, agents, qv, settings) if qv.usable else []
     rows = conn.execute(
         SEARCH,
         {
@@ -349,6 +473,10 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
             "searchable": SEARCHABLE_CHARS,
             "markers": HL_START + HL_STOP,
             "headline_options": headline_options(limits.excerpt_words),
+            "fused": qv.usable,
+            "rrf_k": hybrid.RRF_K,
+            "vector_conversations": [r["conversation_id"] for r in nearest],
+            "vector_messages": [r["message_id"] for r in nearest],
         },
     ).fetchall()
     more = len(rows) > limit
@@ -356,7 +484,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     sessions = []
     for row in rows:
         session = _session(row)
-        matched_on = (["title"] if row["on_title"] else []) + (["content"] if row["message_id"] else [])
+        matched_on = [on for on in ("title", "content", "semantic") if row[f"on_{on}"]]
         match: dict = {"on": matched_on, "score": row["score"]}
         if row["message_id"] is not None:
             text, spans = parse_excerpt(row["excerpt"] or "")
@@ -366,8 +494,9 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     nxt = None
     if more:
         last = rows[-1]
-        nxt = codec.encode("search", fp, [last["tier"], last["score"], last["content_score"], last["id"]])
-    return {"sessions": sessions, "next": nxt}
+        nxt = codec.encode(FUSED_CURSOR if qv.usable else LEXICAL_CURSOR, fp,
+                           [last["tier"], last["score"], last["content_score"], last["id"]])
+    return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation}
 
 
 def _search_position(position: object) -> list:

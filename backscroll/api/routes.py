@@ -68,7 +68,7 @@ def list_sessions(
         scope = sessions.resolve_scope(conn, principal, agent)
         if query is None:
             return sessions.recent(conn, scope, svc.codec, before, size)
-        return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits)
+        return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits, settings=svc.settings)
 
 
 @router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")

@@ -10,6 +10,8 @@ import pytest
 from tests.api.support import assert_error, conversation_body, snapshot
 from tests.world import bearer, client
 
+SEARCH_KEYS = {"sessions", "next", "mode", "degradation"}  # a search also says how it ranked
+
 
 @pytest.fixture
 def setup(world):
@@ -129,13 +131,13 @@ def test_odd_queries_never_fail(db_url, world, setup):
             r = _get(http, reader, q=q)
             assert r.status_code == 200, (q, r.status_code, r.text)
             body = r.json()
-            assert set(body) == {"sessions", "next"}
+            assert set(body) == SEARCH_KEYS or (not q.strip() and set(body) == {"sessions", "next"}), (q, body)
             for s in body["sessions"]:
                 for a, b in s["match"].get("highlights", []):
                     assert 0 <= a < b <= len(s["match"]["excerpt"]), (q, s)
         for raw in ODD_RAW:
             r = http.get(f"/v1/agent-sessions?{raw}", headers=bearer(reader))
-            assert r.status_code == 200 and set(r.json()) == {"sessions", "next"}, (raw, r.text)
+            assert r.status_code == 200 and set(r.json()) in (SEARCH_KEYS, {"sessions", "next"}), (raw, r.text)
         # They still find what they mean: three conversations say "rose garden", one says "a rose by any
         # other name" (a title matches only when it contains the whole text).
         def ids(q):

