@@ -1,0 +1,153 @@
+"""The manifest builders, without a cluster: what each child is, and who gets which setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from backscroll_operator import builders
+from backscroll_operator.names import HASH_ANNOTATION, Owner, child_name, model_slug
+from backscroll_operator.spec import parse
+
+OWNER = Owner(name="search", namespace="team", uid="uid-1")
+BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
+EXTERNAL = {**BASE, "embeddings": {"model": "m@256", "dimensions": 256,
+                                   "external": {"url": "https://emb.example/v1",
+                                                "apiKeySecretRef": {"name": "emb", "key": "k"}}}}
+IN_CLUSTER = {**BASE, "embeddings": {"model": "multilingual-e5-small", "dimensions": 384}}
+
+
+def env_of(manifest: dict) -> dict[str, dict]:
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_every_child_is_owned_and_hashed():
+    spec = parse(IN_CLUSTER)
+    children = [m for _, _, m in builders.desired(OWNER, spec)]
+    children += [builders.migration_job(OWNER, spec), builders.backfill_job(OWNER, spec)]
+    assert all(children)
+    for child in children:
+        assert child["metadata"]["namespace"] == "team"
+        assert child["metadata"]["ownerReferences"] == [OWNER.reference()]
+        assert child["metadata"]["ownerReferences"][0]["controller"] is True
+        assert len(child["metadata"]["annotations"][HASH_ANNOTATION]) == 16
+
+
+def test_same_spec_same_manifest_and_a_change_changes_the_hash():
+    one = builders.api_deployment(OWNER, parse(BASE))
+    assert one == builders.api_deployment(OWNER, parse(BASE))
+    other = builders.api_deployment(OWNER, parse({**BASE, "api": {"replicas": 3}}))
+    assert one["metadata"]["annotations"][HASH_ANNOTATION] != other["metadata"]["annotations"][HASH_ANNOTATION]
+
+
+def test_the_embeddings_key_reaches_only_gateway_callers():
+    spec = parse(EXTERNAL)
+    key = {"name": "BACKSCROLL_EMBEDDINGS_API_KEY", "valueFrom": {"secretKeyRef": {"name": "emb", "key": "k"}}}
+    for manifest in (builders.api_deployment(OWNER, spec), builders.worker_deployment(OWNER, spec),
+                     builders.backfill_job(OWNER, spec)):
+        assert env_of(manifest)["BACKSCROLL_EMBEDDINGS_API_KEY"] == key
+    migration = env_of(builders.migration_job(OWNER, spec))
+    assert set(migration) == {"BACKSCROLL_DATABASE_URL"}, "the migration Job gets the database and nothing else"
+
+
+def test_embeddings_settings_map_to_backscroll_env():
+    spec = parse({**BASE, "embeddings": {"model": "e5", "dimensions": 384, "queryModel": "e5-query",
+                                         "documentModel": "e5-passage", "queryPrefix": "query: ",
+                                         "sendInputType": True, "batchSize": 16}})
+    env = {k: v.get("value") for k, v in env_of(builders.worker_deployment(OWNER, spec)).items()}
+    assert env["BACKSCROLL_EMBEDDINGS_MODEL"] == "e5"
+    assert env["BACKSCROLL_EMBEDDINGS_DIMENSIONS"] == "384"
+    assert env["BACKSCROLL_EMBEDDINGS_QUERY_MODEL"] == "e5-query"
+    assert env["BACKSCROLL_EMBEDDINGS_DOCUMENT_MODEL"] == "e5-passage"
+    assert env["BACKSCROLL_EMBEDDINGS_QUERY_PREFIX"] == "query: "
+    assert env["BACKSCROLL_EMBEDDINGS_SEND_INPUT_TYPE"] == "true"
+    assert env["BACKSCROLL_EMBEDDINGS_BATCH_SIZE"] == "16"
+    assert env["BACKSCROLL_EMBEDDINGS_URL"] == "http://search-embeddings.team.svc:80/v1"
+    assert "BACKSCROLL_EMBEDDINGS_DOCUMENT_PREFIX" not in env  # unset stays unset (the default "")
+    assert "BACKSCROLL_EMBEDDINGS_SEND_DIMENSIONS" not in env
+
+
+def test_lexical_spec_has_no_worker_server_or_backfill():
+    spec = parse(BASE)
+    wanted = {(resource, name): m is not None for resource, name, m in builders.desired(OWNER, spec)}
+    assert wanted == {("deployments", "search-api"): True, ("services", "search-api"): True,
+                      ("deployments", "search-worker"): False, ("deployments", "search-embeddings"): False,
+                      ("services", "search-embeddings"): False}
+    assert builders.backfill_job(OWNER, spec) is None
+    assert builders.migration_job(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    assert not any(k.startswith("BACKSCROLL_EMBEDDINGS") for k in env_of(builders.api_deployment(OWNER, spec)))
+
+
+def test_external_endpoint_has_no_server():
+    spec = parse(EXTERNAL)
+    assert builders.embeddings_deployment(OWNER, spec) is None
+    assert builders.embeddings_service(OWNER, spec) is None
+    assert env_of(builders.api_deployment(OWNER, spec))["BACKSCROLL_EMBEDDINGS_URL"]["value"] == "https://emb.example/v1"
+
+
+def test_in_cluster_server_probes_health_with_a_long_startup():
+    spec = parse({**IN_CLUSTER, "embeddings": {**IN_CLUSTER["embeddings"], "server": {
+        "modelId": "intfloat/multilingual-e5-small", "args": ["--auto-truncate"], "startupTimeoutSeconds": 600,
+        "modelCache": {"claimName": "weights"}}}})
+    deployment = builders.embeddings_deployment(OWNER, spec)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"].endswith("text-embeddings-inference:cpu-1.8")
+    assert container["args"] == ["--model-id", "intfloat/multilingual-e5-small", "--port", "80", "--auto-truncate"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/health"
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    assert container["volumeMounts"] == [{"name": "model-cache", "mountPath": "/data"}]
+    assert deployment["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "weights"}}]
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "env" not in container, "the server gets no Backscroll settings, no key, no database"
+
+
+def test_backfill_job_named_from_the_model_and_waits_for_nothing_itself():
+    spec = parse({**IN_CLUSTER, "embeddings": {**IN_CLUSTER["embeddings"], "backfill": {"rate": 25, "batchSize": 8}}})
+    job = builders.backfill_job(OWNER, spec)
+    assert job["metadata"]["name"] == builders.backfill_name(OWNER, "multilingual-e5-small")
+    assert job["metadata"]["name"].startswith("search-backfill-multilingual-e5-small-")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["backfill", "--model", "multilingual-e5-small", "--quiet", "--batch", "8", "--rate", "25"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_migration_name_follows_image_and_model():
+    a = builders.migration_name(OWNER, parse(IN_CLUSTER))
+    assert a == builders.migration_name(OWNER, parse(IN_CLUSTER))
+    assert a != builders.migration_name(OWNER, parse({**IN_CLUSTER, "image": "backscroll:2"}))
+    assert a != builders.migration_name(OWNER, parse(BASE))
+    args = builders.migration_job(OWNER, parse(IN_CLUSTER))["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["migrate", "--model", "multilingual-e5-small", "--dimensions", "384"]
+
+
+def test_api_service_and_pods():
+    spec = parse({**BASE, "api": {"replicas": 3, "service": {"type": "LoadBalancer", "port": 443},
+                                  "resources": {"limits": {"memory": "1Gi"}}}})
+    deployment = builders.api_deployment(OWNER, spec)
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 3
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["containers"][0]["resources"] == {"limits": {"memory": "1Gi"}}
+    assert pod["containers"][0]["args"] == ["serve"]
+    assert env_of(deployment)["BACKSCROLL_HOST"]["value"] == "0.0.0.0"
+    service = builders.api_service(OWNER, spec)
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["ports"] == [{"name": "http", "port": 443, "targetPort": "http", "protocol": "TCP"}]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert builders.status_url(OWNER, spec) == "http://search-api.team.svc:443/v1/status"
+    assert builders.status_url(OWNER, spec, "http://proxy/{namespace}/{service}:{port}") == "http://proxy/team/search-api:443"
+
+
+@pytest.mark.parametrize("name", ["x" * 70, "search"])
+def test_names_stay_valid(name):
+    assert len(child_name(name, "backfill", model_slug("a-very-long-model-name-with-many-parts@1024"))) <= 63
+    assert child_name("a" * 60, "worker") != child_name("a" * 60, "workers")
+
+
+def test_model_slugs_keep_similar_names_apart():
+    assert model_slug("a.b") != model_slug("a-b")
+    assert model_slug("Arctic-Embed@256").startswith("arctic-embed-256-")

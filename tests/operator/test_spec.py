@@ -1,0 +1,55 @@
+"""Spec parsing: defaults, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from backscroll_operator.spec import SpecError, parse
+
+BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
+
+
+def test_defaults():
+    spec = parse({**BASE, "embeddings": {"model": "m", "dimensions": 8}})
+    assert spec.database.secret_ref.key == "uri"
+    assert spec.api.replicas == 2 and spec.api.service.port == 8080 and spec.worker.replicas == 1
+    assert spec.text_search_config == "simple"
+    assert spec.embeddings.in_cluster and spec.embeddings.server_or_default().port == 80
+    assert spec.embeddings.backfill.batch_size == 32
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"database": {"secretRef": {"name": "db"}}}, "spec.image"),
+    ({"image": "i"}, "spec.database"),
+    ({**BASE, "embeddings": {"model": "m", "dimensions": 2001}}, "spec.embeddings.dimensions"),
+    ({**BASE, "embeddings": {"model": "m", "dimensions": 0}}, "spec.embeddings.dimensions"),
+    ({**BASE, "embeddings": {"dimensions": 8}}, "spec.embeddings.model"),
+    ({**BASE, "api": {"replicas": -1}}, "spec.api.replicas"),
+    ({**BASE, "textSearchConfig": "english; drop"}, "spec.textSearchConfig"),
+    ({**BASE, "embedings": {}}, "spec.embedings"),
+    ({**BASE, "embeddings": {"model": "m", "dimensions": 8, "external": {"url": "ftp://x"}}},
+     "spec.embeddings.external.url"),
+])
+def test_errors_name_the_field(spec, field):
+    with pytest.raises(SpecError) as err:
+        parse(spec)
+    assert err.value.field == field
+    assert str(err.value).startswith(field + ": ")
+
+
+def test_server_and_external_together_are_refused():
+    with pytest.raises(SpecError) as err:
+        parse({**BASE, "embeddings": {"model": "m", "dimensions": 8, "server": {},
+                                      "external": {"url": "https://x/v1"}}})
+    assert err.value.field == "spec.embeddings"
+    assert "either server or external" in err.value.message
+
+
+def test_a_models_dimensions_cannot_change_under_its_name():
+    spec = {**BASE, "embeddings": {"model": "m", "dimensions": 256}}
+    with pytest.raises(SpecError) as err:
+        parse(spec, registered={"m": 384})
+    assert err.value.field == "spec.embeddings.dimensions"
+    assert "m@256" in err.value.message
+    assert parse(spec, registered={"m": 256}).embeddings.dimensions == 256
+    assert parse(spec, registered={"other": 384}).embeddings.model == "m"
