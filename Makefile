@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run serve migrate test browser-deps mutation bench clean
+.PHONY: help install run serve migrate test browser-deps mutation operator operator-test bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make TARGET\n\n"} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,6 +40,13 @@ browser-deps: ## Install Debian's chromium for tests/browser (nothing to do when
 
 mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures
 	$(BIN)/python tests/mutation/run.py
+
+operator: $(STAMP) ## Run the SearchIndex operator against the current kubeconfig (installs the CRD first)
+	kubectl apply -k k8s/base/crd
+	$(BIN)/backscroll-operator --verbose $(if $(NAMESPACE),--namespace $(NAMESPACE))
+
+operator-test: $(STAMP) ## Run the operator's tests only (kopf against a Kubernetes API emulator, no cluster)
+	$(BIN)/python -m pytest -q tests/operator
 
 bench: $(STAMP) ## Benchmark session search at 300,000 messages (prints a markdown table)
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -61,7 +61,7 @@ def embeddings_url(owner: Owner, spec: SearchIndexSpec) -> str | None:
 
 def status_url(owner: Owner, spec: SearchIndexSpec, template: str | None = None) -> str:
     """Where the API answers `GET /v1/status`: its Service, or `template` (an operator setting for
-    running outside the cluster, e.g. through `kubectl proxy`)."""
+    running outside the cluster, e.g. through `kubectl port-forward`)."""
     if template:
         return template.format(namespace=owner.namespace, name=owner.name, service=api_name(owner),
                                port=spec.api.service.port)

@@ -20,10 +20,11 @@ class OperatorConfig(BaseSettings):
         default=5.0, gt=0, description="Longest the operator waits for the API's GET /v1/status.")
     status_url: str | None = Field(
         default=None,
-        description="Where to read each index's status instead of its Service (the operator runs "
-                    "outside the cluster): a template with {namespace}, {name}, {service}, {port}, "
-                    "e.g. http://127.0.0.1:8001/api/v1/namespaces/{namespace}/services/{service}:http/proxy/v1/status "
-                    "through `kubectl proxy`.")
+        description="Where to read each index's status instead of its Service, for an operator "
+                    "running outside the cluster: a template with {namespace}, {name}, {service} and "
+                    "{port}, e.g. http://127.0.0.1:8080/v1/status with `kubectl port-forward "
+                    "svc/search-api 8080`. (Not `kubectl proxy`: it replaces the Authorization header "
+                    "that carries the admin token.)")
     namespaces: list[str] = Field(
         default_factory=list,
         description="Namespaces to watch (a JSON list); empty: every namespace.")

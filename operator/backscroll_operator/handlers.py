@@ -93,13 +93,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         # httpx logs every request at INFO: the timer alone would drown the operator's own log.
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # Never closed: a timer pass still running in its thread at shutdown may be using it,
+        # and the process exits right after.
         memo.kube = Kube()
-
-    @kopf.on.cleanup(registry=registry)
-    def cleanup(memo, **_):
-        kube = getattr(memo, "kube", None)
-        if kube is not None:
-            kube.close()
 
     @kopf.on.resume(*RESOURCE, registry=registry)
     @kopf.on.create(*RESOURCE, registry=registry)

@@ -57,15 +57,13 @@ def configuration():
 class Kube:
     def __init__(self, cfg=None, timeout: float = 30.0):
         self.cfg = cfg or configuration()
-        verify: ssl.SSLContext | bool = False
-        if self.cfg.verify_ssl:
-            verify = ssl.create_default_context(cafile=self.cfg.ssl_ca_cert)
-            if self.cfg.cert_file:
-                verify.load_cert_chain(self.cfg.cert_file, self.cfg.key_file)
-        self.http = httpx.Client(base_url=self.cfg.host, verify=verify, timeout=timeout)
-
-    def close(self) -> None:
-        self.http.close()
+        tls = ssl.create_default_context(cafile=self.cfg.ssl_ca_cert)
+        if not self.cfg.verify_ssl:  # insecure-skip-tls-verify in the kubeconfig
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+        if self.cfg.cert_file:  # client-certificate authentication
+            tls.load_cert_chain(self.cfg.cert_file, self.cfg.key_file)
+        self.http = httpx.Client(base_url=self.cfg.host, verify=tls, timeout=timeout)
 
     def _headers(self, content_type: str = "application/json") -> dict:
         headers = {"Accept": "application/json", "Content-Type": content_type}
