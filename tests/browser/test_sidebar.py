@@ -109,6 +109,21 @@ def test_scrolling_loads_the_next_pages_until_there_are_no_more(world, server, p
     expect(page.locator("#list-state")).to_have_text("No more matches.")
     assert sorted(item_ids(page)) == sorted(expected)
 
+    # Semantic search went away between two pages: the server refuses the old cursor, and the
+    # way on is the first page again, not a retry of the same cursor.
+    changed = {"error": {"code": "cursor_mode_changed", "message": "this cursor pages a search that used "
+                         "semantic matches, which are unavailable now; search again from the first page"}}
+    page.route(re.compile(r".*/v1/agent-sessions\?.*before=.*"), lambda route: route.fulfill(
+        status=400, content_type="application/json", body=json.dumps(changed)))
+    search(page, "Filler")
+    scroll_sidebar_to_end(page)
+    expect(page.locator("#list-state")).to_have_attribute("data-state", "error")
+    expect(page.locator("#list-state button")).to_have_text("Search again")
+    page.unroute(re.compile(r".*/v1/agent-sessions\?.*before=.*"))
+    page.locator("#list-state button").click()
+    settled(page)
+    expect(page.locator("#list li.item")).to_have_count(25)
+
 
 def test_search_asks_the_server_and_opens_the_hit(world, server, page, shot):
     old = world.conversation("acme", "concierge", "old", "Room change", creator="alice", created=1)

@@ -212,11 +212,18 @@
       kind = "error";
       state.append(text("span", `${list.q ? "Search failed" : "Could not load conversations"}: ${list.error.message}`,
         "error"));
-      const retry = text("button", "Retry", "quiet");
+      // A search's cursor cannot continue once its mode changed (semantic search went away between
+      // pages): the only way on is the first page again. Anything else retries the same page.
+      const restart = list.error.code === "cursor_mode_changed";
+      const retry = text("button", restart ? "Search again" : "Retry", "quiet");
       retry.type = "button";
       retry.addEventListener("click", () => {
-        list.error = null;
-        loadMore();
+        if (restart) {
+          startList(list.q);
+        } else {
+          list.error = null;
+          loadMore();
+        }
       });
       state.append(" ", retry);
     } else if (list.done && list.count === 0) {
