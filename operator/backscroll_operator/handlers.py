@@ -35,7 +35,9 @@ def _plain(value) -> dict:
 
 
 def _publish(body, patch, old: dict, new: dict) -> None:
-    patch.status.update(new)
+    # An unchanged status is not written: every write would wake every watcher of SearchIndexes.
+    if any(old.get(key) != value for key, value in new.items()):
+        patch.status.update(new)
     for type_, reason, message in derive.transitions(old, new):
         kopf.event(body, type=type_, reason=reason, message=message)
 
@@ -97,13 +99,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         # and the process exits right after.
         memo.kube = Kube()
 
-    @kopf.on.resume(*RESOURCE, registry=registry)
-    @kopf.on.create(*RESOURCE, registry=registry)
-    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
+    # Explicit ids: kopf names handlers in its annotations, logs and Events by them.
+    @kopf.on.resume(*RESOURCE, id="reconcile", registry=registry)
+    @kopf.on.create(*RESOURCE, id="reconcile", registry=registry)
+    @kopf.on.update(*RESOURCE, id="reconcile", field="spec", registry=registry)
     def changed(body, patch, memo, **_):
         reconcile(body, patch, memo, final=True)
 
-    @kopf.timer(*RESOURCE, interval=config.interval_s, initial_delay=config.interval_s, registry=registry)
+    @kopf.timer(*RESOURCE, id="refresh", interval=config.interval_s, initial_delay=config.interval_s,
+                registry=registry)
     def tick(body, patch, memo, **_):
         ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
         if ready.get("reason") == "InvalidSpec" and \

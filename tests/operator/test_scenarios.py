@@ -243,3 +243,52 @@ def test_deleting_the_searchindex_exits_cleanly(api, operator, status_server):
     # The operator fixture asserts exit code 0 and no exception; here: nothing failed on the way.
     assert "Traceback" not in runner.output
     assert "[ERROR" not in runner.output and "did not exit in time" not in runner.output
+
+
+def test_spec_changes_roll_out(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        api.patch("searchindexes", "search", {"spec": {"api": {"replicas": 5}, "worker": {"replicas": 3}}})
+        eventually(lambda: api.get("deployments", "search-api")["spec"]["replicas"] == 5)
+        eventually(lambda: api.get("deployments", "search-worker")["spec"]["replicas"] == 3)
+        # Until the (played) controller has rolled the new pods out, the index is not Ready.
+        eventually(lambda: condition(api, "search", "Ready")["reason"] == "ApiNotReady")
+        api.roll_out("search-api")
+        api.roll_out("search-worker")
+        eventually(lambda: condition(api, "search", "Ready")["status"] == "True")
+        status = api.get("searchindexes", "search")
+        assert status["status"]["observedGeneration"] == status["metadata"]["generation"] == 2
+
+
+def test_a_name_taken_by_another_object_is_never_overwritten(api, operator):
+    foreign = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "search-api", "namespace": NS, "labels": {"team": "other"}},
+               "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "x", "image": "other"}]}}}}
+    api.create("deployments", foreign)
+    with operator():
+        api.create("searchindexes", searchindex())
+        ready = eventually(lambda: condition(api, "search", "Ready").get("reason") == "NameConflict"
+                           and condition(api, "search", "Ready"))
+        assert "deployments/search-api" in ready["message"]
+        time_for_two_passes()
+    live = api.get("deployments", "search-api")
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "other"
+    assert "ownerReferences" not in live["metadata"]
+
+
+def test_without_a_status_token_children_run_but_ready_says_why(api, operator, status_server):
+    body = searchindex(embeddings=False)
+    body["spec"]["api"]["statusTokenSecretRef"] = {"name": "not-yet"}
+    with operator():
+        api.create("searchindexes", body)
+        api.complete_job(migration_job(api))
+        eventually(lambda: api.get("deployments", "search-api"))
+        api.roll_out("search-api")
+        ready = eventually(lambda: condition(api, "search", "Ready").get("reason") == "StatusUnreadable"
+                           and condition(api, "search", "Ready"))
+        assert "not-yet" in ready["message"] and "spec.api.statusTokenSecretRef" in ready["message"]
+        assert status_server.seen_tokens == []
+        status_server.reports["search"] = report("lexical")
+        api.secret("not-yet", token="bks_admin_test")
+        eventually(lambda: condition(api, "search", "Ready")["status"] == "True")
+        assert api.get("searchindexes", "search")["status"]["mode"] == "lexical"
