@@ -92,6 +92,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         # kopf turns its own warnings (retries, failures) into Events too; info-level chatter not.
         settings.posting.level = logging.WARNING
         settings.posting.reporting_component = "backscroll-operator"
+        # On shutdown, let a pass that is half-way through its writes finish rather than abandon it
+        # (kopf cannot cancel a sync handler); an idle timer exits at once anyway.
+        settings.background.instant_exit_timeout = config.status_timeout_s + 5
         # httpx logs every request at INFO: the timer alone would drown the operator's own log.
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
