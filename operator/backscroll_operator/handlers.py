@@ -18,7 +18,7 @@ import kopf
 
 from . import status as derive
 from .config import OperatorConfig
-from .kube import Kube, bearer, configuration
+from .kube import Kube, NoCredentials, bearer, configuration
 from .names import GROUP, PLURAL, VERSION, Owner
 from .reconcile import Blocked, converge
 from .spec import SpecError, parse
@@ -76,7 +76,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     def login(**_):
         # kopf's own login reads $KUBECONFIG as it was when `kubernetes` was first imported;
         # this one reads it now, the same way the operator's client does.
-        cfg = configuration()
+        try:
+            cfg = configuration()
+        except NoCredentials as exc:
+            raise kopf.PermanentError(str(exc)) from None  # retrying cannot make a kubeconfig appear
         scheme, _, token = (bearer(cfg) or "").partition(" ")
         return kopf.ConnectionInfo(server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
                                    scheme=scheme or None, token=token or None,
@@ -100,7 +103,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
         # Never closed: a timer pass still running in its thread at shutdown may be using it,
         # and the process exits right after.
-        memo.kube = Kube()
+        try:
+            memo.kube = Kube()
+        except NoCredentials as exc:
+            raise kopf.PermanentError(str(exc)) from None
 
     # Explicit ids: kopf names handlers in its annotations, logs and Events by them.
     @kopf.on.resume(*RESOURCE, id="reconcile", registry=registry)

@@ -41,16 +41,24 @@ def bearer(cfg) -> str | None:
     return cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
 
 
+class NoCredentials(Exception):
+    pass
+
+
 def configuration():
     from kubernetes import client, config
 
     cfg = client.Configuration()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
-    else:
-        # The path is read now, not when `kubernetes` was imported (it caches $KUBECONFIG then).
-        path = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
-        config.load_kube_config(config_file=os.path.expanduser(path), client_configuration=cfg)
+        return cfg
+    # The path is read now, not when `kubernetes` was imported (it caches $KUBECONFIG then).
+    path = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    try:
+        config.load_kube_config(config_file=path, client_configuration=cfg)
+    except (config.ConfigException, OSError) as exc:
+        raise NoCredentials(f"no Kubernetes credentials: not in a pod, and the kubeconfig {path} "
+                            f"cannot be used ({exc}); set KUBECONFIG or run `kubectl config view`") from None
     return cfg
 
 
