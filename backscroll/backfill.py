@@ -60,7 +60,8 @@ on conflict (model) do update
    set state = 'running', updated_at = now(), embedded = excluded.embedded, total = excluded.total,
        finished_at = null, last_error = null,
        -- a finished run's successor starts afresh; an interrupted one resumes
-       started_at = case when embedding_backfills.state = 'finished' then now() else embedding_backfills.started_at end,
+       started_at = case when embedding_backfills.state in ('finished', 'pending') then now()
+                         else embedding_backfills.started_at end,
        failed = case when embedding_backfills.state = 'finished' then 0 else embedding_backfills.failed end
 """
 FORGET_POSITIONS = "delete from embedding_backfill_positions where model = %(model)s"

@@ -157,6 +157,16 @@ class Settings(BaseSettings):
     worker_batch_size: int = Field(
         default=32, ge=1, le=2048, description="Outbox jobs `backscroll worker` claims per transaction."
     )
+    worker_backfill: bool = Field(
+        default=True,
+        description=(
+            "`backscroll worker` also runs the configured model's backfill when one is owed (a model "
+            "registered over existing messages) or was interrupted, in a thread beside the outbox; off when "
+            "backfills run only as separate `backscroll backfill` processes."),
+    )
+    worker_backfill_check_s: float = Field(
+        default=30.0, gt=0, description="How often `backscroll worker` looks for an owed or interrupted backfill.",
+    )
     worker_poll_s: float = Field(
         default=1.0, gt=0, description="How long an idle worker waits before looking for jobs again."
     )

@@ -42,6 +42,13 @@ INSERT_MODEL = """
 insert into embedding_models (model, dimensions, index_name) values (%(model)s, %(dimensions)s, %(index_name)s)
 on conflict (model) do nothing
 """
+# Messages indexed before the model existed have no job in the outbox: they are the backfill's.
+OWE_BACKFILL = """
+insert into embedding_backfills (model, state, embedded, total)
+select %(model)s, 'pending', 0, count(*) from message_search where tsv <> ''::tsvector
+having count(*) > 0
+on conflict (model) do nothing
+"""
 INDEX_VALID = "select i.indisvalid as valid from pg_index i where i.indexrelid = to_regclass(%(name)s)"
 CREATE_INDEX = sql.SQL(
     "create index concurrently if not exists {name} on message_embeddings "
@@ -104,6 +111,8 @@ def register_model(url: str, model: str, dimensions: int) -> tuple[Model, bool]:
                     "a different size is a different model: register it under a new name "
                     f"(e.g. {model}@{dimensions}) and backfill it")
             _build_index(conn, found)
+            if created:
+                conn.execute(OWE_BACKFILL, {"model": model})
         finally:
             conn.execute("select pg_advisory_unlock(%s)", (ADVISORY_LOCK_ID,))
     if created:

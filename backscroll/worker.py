@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Mapping
@@ -91,6 +92,13 @@ class Stats:
     postponed: int = 0
 
 
+# The configured model's backfill, when one is owed: registered over existing messages
+# (`pending`), or stopped before it finished (`interrupted`, `failed`, or `running` with nobody
+# holding its lock: killed).
+BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
+OWED = ("pending", "interrupted", "failed", "running")
+
+
 class Worker:
     def __init__(self, settings: Settings, url: str, *, gateway: Gateway | None = None,
                  stop: threading.Event | None = None, batch_size: int | None = None):
@@ -112,12 +120,51 @@ class Worker:
             self.ledger.close()
             raise
         self.conn = connect(url)
+        self.url = url
         self.stats = Stats()
         self._idle = 0.0
+        self._backfill: threading.Thread | None = None
+        self._backfill_due = 0.0
 
     def close(self) -> None:
+        if self._backfill is not None:
+            self._backfill.join(timeout=30)  # it sees the same stop event and ends its batch
         self.conn.close()
         self.ledger.close()
+
+    def maybe_backfill(self) -> threading.Thread | None:
+        """Start the configured model's backfill in a thread when one is owed and no process runs
+        it: changing the model starts its backfill without anyone running `backscroll backfill`."""
+        if not self.settings.worker_backfill or (self._backfill is not None and self._backfill.is_alive()):
+            return None
+        now = time.monotonic()
+        if now < self._backfill_due:
+            return None
+        self._backfill_due = now + self.settings.worker_backfill_check_s
+        from .backfill import BackfillRunning, lock_held, run_backfill  # backfill imports this module
+
+        row = self.ledger.execute(BACKFILL_STATE, {"model": self.model.model}).fetchone()
+        if row is None or row["state"] not in OWED or lock_held(self.ledger, self.model.model):
+            return None
+        log.info("worker: the backfill of %s is %s; running it beside the outbox", self.model.model, row["state"])
+
+        def run() -> None:
+            try:
+                result = run_backfill(self.settings, self.url, self.model.model, stop=self.stop, quiet=True)
+                log.info("worker: backfill of %s %s (%d embedded)", result.model, result.state, result.embedded)
+            except BackfillRunning:
+                log.info("worker: another process took the backfill of %s", self.model.model)
+            except GatewayError as exc:
+                log.warning("worker: backfill of %s stopped: %s; retried in %.0f s", self.model.model,
+                            exc.describe(), self.settings.worker_backfill_check_s)
+            except psycopg.OperationalError as exc:
+                log.warning("worker: backfill of %s stopped: %s", self.model.model, exc)
+            except Exception:
+                log.exception("worker: backfill of %s failed", self.model.model)
+
+        self._backfill = threading.Thread(target=run, name="backscroll-backfill", daemon=True)
+        self._backfill.start()
+        return self._backfill
 
     def __enter__(self) -> "Worker":
         return self
@@ -133,6 +180,8 @@ class Worker:
         log.info("worker embedding with %s (%d dimensions), batches of %d",
                  self.model.model, self.model.dimensions, self.batch_size)
         while not self.stop.is_set():
+            if not once:
+                self.maybe_backfill()
             handled, transient = self.run_batch()
             if transient:
                 if once:

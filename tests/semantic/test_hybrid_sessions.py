@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from backscroll import local_embeddings, sessions
+from backscroll.backfill import run_backfill
 from backscroll.local_embeddings import LocalEmbeddings
 from tests.semantic.conftest import e5_settings
 from tests.semantic.test_hybrid_history import _other_model_rows, embed_missing
@@ -73,12 +74,18 @@ def _search(db_url, settings, token: str, **params) -> dict:
     return r.json()
 
 
+def backfill(db_url: str, settings) -> None:
+    """Embed everything through the real backfill: registering the model over these messages left
+    a backfill owed, and until it finishes search reports `backfilling`."""
+    assert run_backfill(settings, db_url, settings.embeddings_model, quiet=True).state == "finished"
+
+
 def _ids(body: dict) -> list[int]:
     return [s["id"] for s in body["sessions"]]
 
 
 def test_a_paraphrase_finds_the_conversation_semantically(db_url, office, e5, gateway_factory):
-    embed_missing(office["w"], gateway_factory(e5))
+    backfill(db_url, e5)
     body = _search(db_url, e5, office["alice"], q=PARAPHRASE)
     assert body["mode"] == "hybrid" and body["degradation"] is None
     top = body["sessions"][0]
@@ -93,7 +100,7 @@ def test_a_paraphrase_finds_the_conversation_semantically(db_url, office, e5, ga
 
 
 def test_a_word_match_and_a_semantic_match_are_fused(db_url, office, e5, gateway_factory):
-    embed_missing(office["w"], gateway_factory(e5))
+    backfill(db_url, e5)
     body = _search(db_url, e5, office["alice"], q="double booking")
     top = body["sessions"][0]
     assert top["id"] == office["ids"]["front_desk"]
@@ -105,7 +112,7 @@ def test_a_word_match_and_a_semantic_match_are_fused(db_url, office, e5, gateway
 
 @privacy
 def test_another_readers_dm_never_surfaces_at_any_similarity(db_url, office, e5, gateway_factory):
-    embed_missing(office["w"], gateway_factory(e5))
+    backfill(db_url, e5)
     body = _search(db_url, e5, office["alice"], q=DM_TEXT)  # Bob's DM, word for word
     assert body["mode"] == "hybrid"
     assert office["ids"]["bob_dm"] not in _ids(body), f"DISCLOSED Bob's DM to Alice: {body}"
@@ -130,7 +137,7 @@ def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, g
     other_ws = w.conversation("globex", "concierge", "C-globex", "Elsewhere", creator="U_A", connector=SLACK,
                               audience={"kind": "public"}, created=6)
     w.message("globex", other_ws, query, speaker="U_A", minute=22)  # another workspace's "U_A"
-    embed_missing(w, gateway_factory(e5))
+    backfill(db_url, e5)
     _other_model_rows(w)  # another model's vectors for every message: never compared
     monkeypatch.setattr(sessions, "VECTOR_K", 1)
     body = _search(db_url, e5, office["alice"], q=query)
@@ -143,7 +150,7 @@ def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, g
 @privacy
 def test_the_fused_statement_checks_the_semantic_list_again(db_url, office, e5, gateway_factory, monkeypatch):
     """A vector list that named hidden conversations (a bug in its SQL) still shows none of them."""
-    embed_missing(office["w"], gateway_factory(e5))
+    backfill(db_url, e5)
     forged = [{"conversation_id": office["ids"]["bob_dm"], "message_id": office["msgs"]["bob_secret"],
                "distance": 0.0}]
     monkeypatch.setattr(sessions, "vector_candidates", lambda *a, **k: forged)
@@ -161,7 +168,7 @@ def test_an_outage_degrades_to_narrowed_lexical_results(db_url, office, e5_model
     server = LocalEmbeddings().start()
     try:
         settings = e5_settings(db_url, server)
-        embed_missing(office["w"], gateway_factory(settings))
+        backfill(db_url, settings)
         up = _search(db_url, settings, office["alice"], q="booking", limit=1)
         assert up["mode"] == "hybrid" and up["next"]
     finally:
@@ -186,7 +193,7 @@ def test_hybrid_pages_with_its_cursor_without_repeats(db_url, office, e5, gatewa
         conv = w.conversation(WS, "concierge", f"C-room{n}", f"Room {n}", creator="U_A", connector=SLACK,
                               audience={"kind": "public"}, created=10 + n)
         w.message(WS, conv, f"The guest in room {n} asked about a late checkout", speaker="U_A", minute=30 + n)
-    embed_missing(w, gateway_factory(e5))
+    backfill(db_url, e5)
     whole = _ids(_search(db_url, e5, office["alice"], q="late checkout request", limit=100))
     seen, before = [], None
     while True:
@@ -207,8 +214,14 @@ def test_hybrid_pages_with_its_cursor_without_repeats(db_url, office, e5, gatewa
 
 def test_a_backfill_in_progress_reports_its_coverage(db_url, office, e5, gateway_factory):
     w = office["w"]
+    # Registered over four messages: a backfill is owed, and nothing is embedded yet.
+    owed = w.conn.execute("select state, embedded, total from embedding_backfills where model = %s",
+                          (local_embeddings.MODEL,)).fetchone()
+    assert (owed["state"], owed["embedded"], owed["total"]) == ("pending", 0, 4)
+    assert _search(db_url, e5, office["alice"], q=PARAPHRASE)["degradation"] == {
+        "category": "backfilling", "coverage": 0.0}
     embed_missing(w, gateway_factory(e5), only=[office["msgs"]["double_booking"]])
-    w.conn.execute("insert into embedding_backfills (model, state, embedded, total) values (%s, 'running', 1, 4)",
+    w.conn.execute("update embedding_backfills set state = 'running', embedded = 1 where model = %s",
                    (local_embeddings.MODEL,))
     body = _search(db_url, e5, office["alice"], q=PARAPHRASE)
     assert body["mode"] == "degraded"

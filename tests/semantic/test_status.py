@@ -44,8 +44,12 @@ def test_degraded_backfilling_then_hybrid(db_url, world, fake, gateway_factory):
     assert body["mode"] == "degraded"
     assert body["degradation"]["category"] == "backfilling" and body["degradation"]["coverage"] == 0.0
     [model] = body["models"]
+    backfill = model.pop("backfill")
     assert model == {"model": FAKE_MODEL, "dimensions": 8, "current": True, "embedded": 0, "total": 8,
-                     "coverage": 0.0, "backfill": {"state": "not_started"}}
+                     "coverage": 0.0}
+    # Registered over existing messages: a backfill is owed until someone runs it.
+    assert (backfill["state"], backfill["embedded"], backfill["total"], backfill["finished_at"]) == (
+        "pending", 0, 8, None)
 
     world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
                        "select message_id, %s, array_fill(0.5, array[8])::vector from message_search "
@@ -74,7 +78,7 @@ def test_degraded_backfilling_then_hybrid(db_url, world, fake, gateway_factory):
 def test_a_killed_backfill_reads_as_interrupted(world, fake):
     corpus(world, {"acme": 2})
     register(world)
-    world.conn.execute("insert into embedding_backfills (model, state, embedded, total) values (%s, 'running', 1, 2)",
+    world.conn.execute("update embedding_backfills set state = 'running', embedded = 1 where model = %s",
                        (FAKE_MODEL,))
     [model] = status(world, **fake_config(fake))["models"]
     assert model["backfill"]["state"] == "interrupted"  # nothing holds the run's lock
