@@ -204,7 +204,10 @@ def worker_deployment(owner: Owner, spec: SearchIndexSpec) -> dict | None:
     when no model is configured (a Deployment would restart it forever)."""
     if spec.embeddings is None:
         return None
-    env = _database_env(spec.database.secret_ref) + _embeddings_env(owner, spec)
+    # The backfill is the operator's Job (its status is BackfillComplete); a worker that also ran
+    # owed backfills would race it for the model's backfill lock.
+    env = _database_env(spec.database.secret_ref) + _embeddings_env(owner, spec) + [
+        {"name": "BACKSCROLL_WORKER_BACKFILL", "value": "false"}]
     container = _container(spec, "worker", ["worker"], env, spec.worker.resources)
     return _finish(_deployment(worker_name(owner), owner, "worker", spec.worker.replicas, _pod([container])), owner)
 

@@ -65,6 +65,7 @@ def test_embeddings_settings_map_to_backscroll_env():
     assert env["BACKSCROLL_EMBEDDINGS_URL"] == "http://search-embeddings.team.svc:80/v1"
     assert "BACKSCROLL_EMBEDDINGS_DOCUMENT_PREFIX" not in env  # unset stays unset (the default "")
     assert "BACKSCROLL_EMBEDDINGS_SEND_DIMENSIONS" not in env
+    assert env["BACKSCROLL_WORKER_BACKFILL"] == "false", "the backfill Job does the backfill, not the worker"
 
 
 def test_lexical_spec_has_no_worker_server_or_backfill():
