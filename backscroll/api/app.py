@@ -15,7 +15,7 @@ from ..config import Settings
 from ..db import make_pool
 from ..web import routes as web_routes
 from . import errors
-from . import history_routes
+from . import health, history_routes
 from .routes import router
 from .service import Service
 
@@ -90,6 +90,8 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     # The sidebar: its page (public, no data) and the transcript endpoint it reads (a reader's).
     app.include_router(web_routes.api_router)
     app.include_router(web_routes.page_router)
+    # Kubernetes' probes: public, fixed bodies (see health.py).
+    app.include_router(health.router)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
 
     @app.middleware("http")  # added last, so it is outermost and measures every answer

@@ -188,9 +188,12 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
     env += _embeddings_env(owner, spec)
     container = _container(spec, "api", ["serve"], env, spec.api.resources, image=spec.api.image)
     container["ports"] = [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}]
-    # Every HTTP route but /docs needs a token, so the probes check the socket.
-    container["readinessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
-    container["livenessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 20, "failureThreshold": 3}
+    # The API's two public routes for probes. Readiness needs the database and every migration of
+    # this image, so a new image gets traffic only once its migration Job has run; liveness never
+    # touches the database, so an outage takes pods out of the Service without restarting them.
+    container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5}
+    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 20,
+                                  "failureThreshold": 3}
     return _finish(_deployment(api_name(owner), owner, "api", spec.api.replicas, _pod([container])), owner)
 
 

@@ -19,6 +19,9 @@ EVERYONE = frozenset(KINDS)
 # carry a bearer token. They hold no data (the page fetches everything with the reader's token);
 # test_public_routes_are_fixed_files_that_hold_no_data holds them to that.
 PUBLIC = frozenset({"public"})
+# Kubernetes' liveness and readiness probes: a kubelet sends no token. Their bodies are fixed
+# (test_probes_are_public_and_hold_no_data); tests/api/test_health.py covers when they fail.
+PROBE = frozenset({"probe"})
 
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/agent-sessions"): frozenset({"reader"}),
@@ -45,12 +48,15 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/"): PUBLIC,
     ("GET", "/c/{conversation}"): PUBLIC,
     ("GET", "/static/{name}"): PUBLIC,
+    ("GET", "/healthz"): PROBE,
+    ("GET", "/readyz"): PROBE,
 }
 
 ROUTES = api_routes()
 # A route missing from ALLOWED counts as authenticated, so it is held to the 401/403 tests too.
-AUTHENTICATED = [r for r in ROUTES if ALLOWED.get(r) is not PUBLIC]
+AUTHENTICATED = [r for r in ROUTES if ALLOWED.get(r) is not PUBLIC and ALLOWED.get(r) is not PROBE]
 PUBLIC_ROUTES = [r for r in ROUTES if ALLOWED.get(r) is PUBLIC]
+PROBE_ROUTES = [r for r in ROUTES if ALLOWED.get(r) is PROBE]
 
 UNKNOWN_TOKEN = "bks_reader_" + "Q" * 43
 
@@ -194,6 +200,22 @@ def test_public_routes_are_fixed_files_that_hold_no_data(db_url, world):
             assert b"Rose" not in anonymous.content, path
         assert http.get("/static/secret.txt").status_code == 404
         assert http.get("/static/..%2Fapi%2Froutes.py").status_code == 404
+        assert snapshot(world.conn) == before
+
+
+def test_probes_are_public_and_hold_no_data(db_url, world):
+    assert PROBE_ROUTES == [("GET", "/healthz"), ("GET", "/readyz")], "only the two probes may be public this way"
+    _, _, tokens = _fixture(world)
+    with client(db_url) as http:
+        before = snapshot(world.conn)
+        for method, path in PROBE_ROUTES:
+            anonymous = http.request(method, path)
+            assert anonymous.status_code == 200, (path, anonymous.status_code, anonymous.text)
+            # A verdict and nothing else: no version, no counts, nothing from the fixture's data.
+            assert anonymous.json() == {"status": "ok"}, (path, anonymous.text)
+            for kind in KINDS:
+                r = http.request(method, path, headers=bearer(tokens[kind]))
+                assert (r.status_code, r.content) == (200, anonymous.content), (path, kind)
         assert snapshot(world.conn) == before
 
 

@@ -152,3 +152,13 @@ def test_names_stay_valid(name):
 def test_model_slugs_keep_similar_names_apart():
     assert model_slug("a.b") != model_slug("a-b")
     assert model_slug("Arctic-Embed@256").startswith("arctic-embed-256-")
+
+
+def test_api_probes_use_the_apis_own_probe_routes():
+    from backscroll.api.health import router
+
+    container = builders.api_deployment(OWNER, parse(BASE))["spec"]["template"]["spec"]["containers"][0]
+    served = {route.path for route in router.routes}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert {"/readyz", "/healthz"} <= served
