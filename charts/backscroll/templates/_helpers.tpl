@@ -1,0 +1,83 @@
+{{/* Names, labels and images shared by the templates. */}}
+
+{{- define "backscroll.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "backscroll.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "backscroll.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "backscroll.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The operator's selector: stable across upgrades (a Deployment's selector is immutable). */}}
+{{- define "backscroll.operatorSelector" -}}
+app.kubernetes.io/name: {{ include "backscroll.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "backscroll.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "backscroll.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "backscroll.operatorImage" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) }}
+{{- end }}
+
+{{- define "backscroll.searchIndexNamespace" -}}
+{{- default .Release.Namespace .Values.searchIndex.namespace }}
+{{- end }}
+
+{{/*
+What the operator does inside the namespaces it watches, and nothing more. tests/deploy/test_rbac.py
+compares these rules with the calls the operator's code makes (its own client, recorded) plus
+kopf's (watching the SearchIndexes, its annotations and finalizer, status, Events).
+*/}}
+{{- define "backscroll.namespacedRules" -}}
+# kopf: list and watch SearchIndexes, patch their annotations/finalizer and their status.
+- apiGroups: [search.backscroll.dev]
+  resources: [searchindexes]
+  verbs: [list, watch, patch]
+- apiGroups: [search.backscroll.dev]
+  resources: [searchindexes/status]
+  verbs: [patch]
+# kopf posts Events (core v1) about each SearchIndex.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+# The operator's children: created, changed by hash, removed when the spec drops them.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, create, patch, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch, delete]
+# Jobs are never patched (immutable); superseded ones are found by label and deleted.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, create, delete]
+# Only read: that the pods' Secrets exist, and the status token.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+{{- end }}
