@@ -59,7 +59,9 @@ def migrations_root() -> Path:
     checkout = Path(__file__).resolve().parent.parent / "sql"
     if checkout.is_dir():
         return checkout
-    return Path(str(resources.files("backscroll.sql")))
+    # Through the regular package `backscroll`: `backscroll.sql` has no __init__.py, so
+    # files("backscroll.sql") is a MultiplexedPath whose str() is no path at all.
+    return Path(str(resources.files("backscroll") / "sql"))
 
 
 def load_migrations(directory: Path | None = None) -> list[Migration]:

@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# The Backscroll image: `backscroll serve | worker | backfill | migrate` (sql/ ships inside the
+# package as backscroll.sql). Build: `make images`. Runs as uid 10001 and writes nothing to its
+# root filesystem, so it runs with readOnlyRootFilesystem: true.
+# The base is pinned to an exact tag; pin it by digest (python:3.11.13-slim-bookworm@sha256:…)
+# where your registry policy asks for it: PYTHON_IMAGE is a build argument.
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+RUN python -m venv /opt/backscroll
+COPY pyproject.toml README.md ./
+COPY backscroll ./backscroll
+COPY sql ./sql
+COPY operator ./operator
+# A regular (not editable) install: the package, its static files and its migrations are copied
+# into the venv, and nothing at run time refers back to /src.
+RUN /opt/backscroll/bin/pip install . \
+ && /opt/backscroll/bin/python -m compileall -q /opt/backscroll \
+ && /opt/backscroll/bin/python -c "from backscroll.migrate import load_migrations; assert load_migrations()"
+
+FROM ${PYTHON_IMAGE}
+RUN groupadd --system --gid 10001 backscroll \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin backscroll
+COPY --from=build /opt/backscroll /opt/backscroll
+# Bytecode was compiled at build time; a read-only root filesystem could not take more.
+ENV PATH=/opt/backscroll/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    BACKSCROLL_HOST=0.0.0.0
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["backscroll"]
+CMD ["serve"]
