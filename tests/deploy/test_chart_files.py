@@ -1,0 +1,34 @@
+"""The chart is single-sourced from k8s/base/crd: same CRD bytes, values schema derived from it
+(`make chart-sync` rewrites both)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+from tests.deploy.conftest import CHART, CRD, ROOT
+
+spec = importlib.util.spec_from_file_location("sync_chart", ROOT / "charts/sync_chart.py")
+sync_chart = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sync_chart)
+
+
+def test_chart_crd_is_the_same_bytes_as_the_kustomize_crd():
+    assert [p.name for p in (CHART / "crds").iterdir()] == [CRD.name]
+    assert (CHART / "crds" / CRD.name).read_bytes() == CRD.read_bytes(), "run `make chart-sync`"
+
+
+def test_values_schema_holds_the_crds_spec_schema():
+    current = (CHART / "values.schema.json").read_text()
+    expected = sync_chart.render(sync_chart.synced_schema(json.loads(current), CRD.read_text()))
+    assert current == expected, "values.schema.json is behind the CRD: run `make chart-sync`"
+
+
+def test_derived_spec_schema_is_closed_where_the_crd_lists_fields():
+    spec = sync_chart.spec_schema(CRD.read_text())
+    assert spec["additionalProperties"] is False
+    assert spec["properties"]["database"]["properties"]["secretRef"]["additionalProperties"] is False
+    assert "image" not in spec["required"] and "database" in spec["required"]
+    # Free-form Kubernetes objects (resources) stay open, as the CRD keeps them.
+    assert "additionalProperties" not in spec["properties"]["api"]["properties"]["resources"]
+    assert "x-kubernetes-validations" not in json.dumps(spec)

@@ -1,0 +1,153 @@
+"""RBAC equals what the operator does: no call without its verb, no verb without a call.
+
+What the operator's own client calls is recorded, not listed by hand: `converge` runs against a
+recording stand-in of its Kube client through every path (create, roll out, switch to an external
+endpoint, change the model, drop the embeddings). kopf's calls come from the framework and are
+listed in KOPF with where kopf makes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections import defaultdict
+
+import pytest
+import yaml
+
+from backscroll_operator import kube as kube_module
+from backscroll_operator.config import OperatorConfig
+from backscroll_operator.names import Owner
+from backscroll_operator.reconcile import converge
+from backscroll_operator.spec import parse
+from tests.deploy.conftest import CHART, ROOT, of_kind
+
+# (apiGroup, resource) -> verbs kopf itself uses in the watched namespaces
+KOPF = {
+    ("search.backscroll.dev", "searchindexes"): {"list", "watch", "patch"},  # watch-stream; annotations, finalizer
+    ("search.backscroll.dev", "searchindexes/status"): {"patch"},  # status, with the status subresource on
+    ("", "events"): {"create"},  # kopf._cogs.clients.events.post_event
+}
+# cluster-wide: kopf's resource observer lists and watches CRDs; with named namespaces its
+# namespace observer lists and watches namespaces.
+KOPF_CLUSTER = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+KOPF_NAMESPACE_SCAN = {("", "namespaces"): {"list", "watch"}}
+
+
+class Recording:
+    """The operator's Kube client over an in-memory store, noting (verb, resource) of each call."""
+
+    def __init__(self):
+        self.objects: dict[tuple[str, str], dict] = {}
+        self.calls: set[tuple[str, str]] = set()
+
+    def get(self, resource, namespace, name):
+        self.calls.add(("get", resource))
+        return copy.deepcopy(self.objects.get((resource, name)))
+
+    def list(self, resource, namespace, labels):
+        self.calls.add(("list", resource))
+        return [copy.deepcopy(o) for (r, _), o in self.objects.items() if r == resource and
+                all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())]
+
+    def create(self, resource, namespace, body):
+        self.calls.add(("create", resource))
+        self.objects[(resource, body["metadata"]["name"])] = copy.deepcopy(body)
+        return body
+
+    def patch(self, resource, namespace, name, body):
+        self.calls.add(("patch", resource))
+        self.objects[(resource, name)] = copy.deepcopy(body)
+        return body
+
+    def delete(self, resource, namespace, name):
+        self.calls.add(("delete", resource))
+        return self.objects.pop((resource, name), None) is not None
+
+
+BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}},
+        "api": {"statusTokenSecretRef": {"name": "status"}}}
+IN_CLUSTER = {**BASE, "embeddings": {"model": "e5", "dimensions": 384}}
+EXTERNAL = {**BASE, "embeddings": {"model": "m2", "dimensions": 256, "external": {
+    "url": "https://emb.example/v1", "apiKeySecretRef": {"name": "key", "key": "k"}}}}
+
+NEW_PORT = {**BASE, "api": {**BASE["api"], "service": {"port": 9090}}}
+
+
+def operator_client_needs() -> dict[tuple[str, str], set[str]]:
+    client = Recording()
+    for name in ("db", "status", "key"):
+        data = {"uri": "x", "token": base64.b64encode(b"t").decode(), "k": "x"}
+        client.objects[("secrets", name)] = {"metadata": {"name": name}, "data": data}
+    owner = Owner(name="search", namespace="team", uid="uid-1")
+    # Nothing listens there: the status read fails at once, as the operator tolerates.
+    config = OperatorConfig(status_url="http://127.0.0.1:9/v1/status", status_timeout_s=0.2)
+    for spec in (BASE, IN_CLUSTER, IN_CLUSTER, EXTERNAL, NEW_PORT, BASE):
+        converge(client, owner, parse(spec), config)
+        for (resource, _), obj in client.objects.items():  # the Jobs finish between passes
+            if resource == "jobs":
+                obj["status"] = {"succeeded": 1}
+    needs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for verb, resource in client.calls:
+        group = kube_module.RESOURCES[resource].removeprefix("/apis/").removeprefix("/api").rsplit("/", 1)[0]
+        needs[(group.strip("/"), resource)].add(verb)
+    return dict(needs)
+
+
+@pytest.fixture(scope="module")
+def needs() -> dict[tuple[str, str], set[str]]:
+    recorded = operator_client_needs()
+    # Every path ran: each kind's full set of calls, including patches, lists and deletes.
+    assert recorded[("apps", "deployments")] >= {"get", "create", "patch", "delete"}
+    assert recorded[("batch", "jobs")] >= {"list", "delete"}
+    assert recorded[("", "services")] >= {"get", "create", "patch", "delete"}
+    merged = defaultdict(set, {k: set(v) for k, v in recorded.items()})
+    for key, verbs in KOPF.items():
+        merged[key] |= verbs
+    return dict(merged)
+
+
+def granted(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out[(group, resource)] |= set(rule["verbs"])
+    return dict(out)
+
+
+def test_recording_sees_what_the_operator_client_does():
+    recorded = operator_client_needs()
+    assert recorded[("", "secrets")] == {"get"}, "the operator only ever reads Secrets"
+    assert "patch" not in recorded[("batch", "jobs")], "Jobs are immutable: never patched"
+
+
+def test_cluster_wide_chart_grants_exactly_what_is_needed(render, needs):
+    docs = render()
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    assert granted(roles["rel-backscroll"]["rules"]) == needs
+    assert granted(roles["rel-backscroll-discovery"]["rules"]) == KOPF_CLUSTER
+    assert not of_kind(docs, "Role")
+    bound = {b["roleRef"]["name"]: b["subjects"] for b in of_kind(docs, "ClusterRoleBinding")}
+    (account,) = of_kind(docs, "ServiceAccount")
+    for subjects in bound.values():
+        assert subjects == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "backscroll"}]
+    assert set(bound) == set(roles)
+
+
+def test_namespaced_chart_grants_the_same_in_each_namespace_only(render, needs):
+    docs = render(CHART / "examples/namespaced.yaml")
+    roles = of_kind(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert granted(role["rules"]) == needs
+    (cluster,) = of_kind(docs, "ClusterRole")
+    assert granted(cluster["rules"]) == {**KOPF_CLUSTER, **KOPF_NAMESPACE_SCAN}
+    assert sorted(b["metadata"]["namespace"] for b in of_kind(docs, "RoleBinding")) == ["team-a", "team-b"]
+
+
+def test_kustomize_base_grants_exactly_what_is_needed(needs):
+    docs = list(yaml.safe_load_all((ROOT / "k8s/base/operator/rbac.yaml").read_text()))
+    (role,) = of_kind(docs, "ClusterRole")
+    assert granted(role["rules"]) == {**needs, **KOPF_CLUSTER}
