@@ -117,23 +117,26 @@ select case when l.actor_a = n.id then l.actor_b else l.actor_a end
 
 # Vector candidates, under the same predicates as the lexical list: the perspective (sidecar
 # narrowed by agent, re-derived through connectors), the structural filters, and the cheap
-# exclusions (loaded window, source evidence, audience) inside the scan, so that pgvector's
-# iterative scan keeps walking until `vector_k` eligible rows are found rather than handing
-# over its nearest and losing most of them to the filters. Only vectors of the configured
-# model: `e.model = ...` and the model's own index expression ({distance}). The lineage walk
-# stays lazy: SEARCH evaluates it in fused order, before the cut. {order} is the distance
-# itself (HNSW) or the distance + 0 (an exact scan through the agent's btree, for small
-# perspectives). Relaxed order: the nearest come back approximately sorted; sort them again.
-VECTOR_CANDIDATES = """
-with nearest as materialized (
-    select m.id, {distance} as distance
-      from message_embeddings e
-      join message_search s on s.message_id = e.message_id
-      join messages m on m.id = e.message_id
-      join conversations c on c.id = m.conversation_id
-      join connectors cn on cn.id = c.connector_id
-     where e.model = %(model)s
-       and s.agent_id = %(agent)s::bigint
+# exclusions (loaded window, source evidence, audience, identity-aware) for each candidate, so a
+# vector list never hands over rows that are dropped later. The lineage walk stays lazy: SEARCH
+# evaluates it in fused order, before the cut. Only vectors of the configured model are compared
+# (`e.model = ...` and the model's own index expression, {distance}).
+#
+# VECTOR_ELIGIBLE is written once and used in two shapes of the statement:
+# - VECTOR_EXACT, for small perspectives: every embedded message of the agent, through the
+#   sidecar's agent index, ordered by the exact distance;
+# - VECTOR_HNSW, for large ones: the model's HNSW index walked in distance order, each candidate
+#   tested by a correlated scalar sub-select (which the planner cannot turn into a join that
+#   would bypass the index) under pgvector's iterative scan, which keeps walking until
+#   `vector_k` eligible rows are found instead of handing over its nearest and losing most of
+#   them to the filter. Relaxed order: the nearest come back approximately sorted; sort again.
+# The identity-aware branch of the audience predicate tests membership in the destination
+# reader's linked identities, resolved once per statement (an uncorrelated sub-select).
+VECTOR_FROM = """message_search s
+           join messages m on m.id = s.message_id
+           join conversations c on c.id = m.conversation_id
+           join connectors cn on cn.id = c.connector_id"""
+VECTOR_ELIGIBLE = """s.agent_id = %(agent)s::bigint
        and cn.agent_id = %(agent)s
        and c.workspace_id = %(ws)s
        and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
@@ -143,15 +146,45 @@ with nearest as materialized (
        and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
        and not (m.id = any(%(in_context)s::bigint[]))
        and exists (select 1 from message_source_evidence ev where ev.message_id = m.id)
-       and backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
-               m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
-     order by {order}
+       and (backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
+                                       %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+            or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
+                and (m.audience_namespace, m.audience_readers[1]) in (
+                    select li.namespace, li.external_id
+                      from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
+                     where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1)))"""
+VECTOR_EXACT = """
+select s.message_id as id, {distance} as distance
+  from VECTOR_FROM
+  join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+ where VECTOR_ELIGIBLE
+ order by ({distance}) + 0, s.message_id
+ limit %(vector_k)s
+""".replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
+VECTOR_HNSW = """
+with nearest as materialized (
+    select e.message_id as id, {distance} as distance
+      from message_embeddings e
+     where e.model = %(model)s
+       and coalesce((select true
+                       from VECTOR_FROM
+                      where s.message_id = e.message_id
+                        and VECTOR_ELIGIBLE), false)
+     order by {distance}
      limit %(vector_k)s
 )
 select id, distance from nearest order by distance + 0, id
+""".replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
+# The agent's indexable messages, counted up to a cap: a small perspective gets the exact vector
+# list, a large one the HNSW walk.
+PERSPECTIVE_SIZE = """
+select count(*) as n from (
+    select 1 from message_search s where s.agent_id = %(agent)s::bigint limit %(cap)s
+) capped
 """
-# How much of this agent's indexable history has a vector of the model: coverage for the
-# `backfilling` degradation, and the perspective's size for choosing exact or HNSW search.
+# While the model's backfill has not finished (owed, running, interrupted), how much of this
+# agent's indexable history has a vector of it: the coverage a `backfilling` degradation reports.
+BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
 PERSPECTIVE_COVERAGE = """
 select count(*) as total, count(e.message_id) as embedded
   from message_search s
@@ -468,8 +501,7 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
                        settings: Settings | None, exact: bool) -> list[int]:
     """The vector list, nearest first, under the same predicates as the lexical list."""
     dist = distance(qv.model.dimensions)
-    order = sql.SQL("({}) + 0").format(dist) if exact else dist
-    statement = sql.SQL(VECTOR_CANDIDATES).format(distance=dist, order=order)
+    statement = sql.SQL(VECTOR_EXACT if exact else VECTOR_HNSW).format(distance=dist)
     with conn.transaction():
         if not exact:
             use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100, VECTOR_K))
@@ -511,9 +543,12 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     qv = hybrid.embed_query(conn, settings, turn.workspace_id, request.query, gateway=gateway)
     exact = False
     if qv.usable:
-        size = conn.execute(PERSPECTIVE_COVERAGE, {"model": qv.model.model, "agent": turn.agent_id}).fetchone()
-        qv = hybrid.with_coverage(qv, size["embedded"], size["total"])
-        exact = size["total"] <= (settings.hybrid_exact_max_rows if settings else 10_000)
+        cap = (settings.hybrid_exact_max_rows if settings else 10_000) + 1
+        exact = conn.execute(PERSPECTIVE_SIZE, {"agent": turn.agent_id, "cap": cap}).fetchone()["n"] < cap
+        backfill = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
+        if backfill is not None and backfill["state"] != "finished":
+            size = conn.execute(PERSPECTIVE_COVERAGE, {"model": qv.model.model, "agent": turn.agent_id}).fetchone()
+            qv = hybrid.with_coverage(qv, size["embedded"], size["total"])
 
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)

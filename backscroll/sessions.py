@@ -108,7 +108,7 @@ select"""
 # only (content_score -1); within the content tier by ts_rank_cd. Then by id.
 #
 # With a query vector (an embeddings model configured and answering), the content tier also
-# holds semantic hits: the vector list (VECTOR_CANDIDATES, produced under the same narrowing,
+# holds semantic hits: the vector list (SEMANTIC_EXACT / SEMANTIC_HNSW, under the same narrowing,
 # which `semantic_hits` checks again) and the content list are fused by reciprocal rank
 # (RRF_K = 60), and that score orders the tier. A semantic-only hit shows its nearest message.
 #
@@ -213,28 +213,63 @@ select"""
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content
 # search (the reader's agents, or the reader's own conversations with any agent of the
-# workspace), inside pgvector's index scan (iterative, so the narrowing cannot starve the list)
-# and only among vectors of the configured model; then each conversation's nearest message.
-# {order} is the distance (HNSW) or the distance + 0 (an exact scan, for small scopes).
-VECTOR_CANDIDATES = """
-with nearest as materialized (
-    select s.conversation_id, s.message_id, {distance} as distance
-      from message_embeddings e
-      join message_search s on s.message_id = e.message_id
-      join conversations c on c.id = s.conversation_id
-     where e.model = %(model)s
-       and c.workspace_id = %(ws)s
+# workspace), among vectors of the configured model only; then each conversation's nearest
+# message. SEMANTIC_NARROWING is written once and used in two shapes:
+# - SEMANTIC_EXACT, for small scopes: the embedded messages of the reader's agents (through the
+#   sidecar's agent index) and of their own conversations (through the creator index), ordered
+#   by the exact distance;
+# - SEMANTIC_HNSW, for large ones: the model's HNSW index walked in distance order, each
+#   candidate tested by a correlated scalar sub-select (the planner cannot turn it into a join
+#   that bypasses the index), under pgvector's iterative scan so the narrowing cannot starve the
+#   list.
+SEMANTIC_FROM = """message_search s
+           join conversations c on c.id = s.conversation_id"""
+SEMANTIC_NARROWING = """c.workspace_id = %(ws)s
        and (c.agent_id = any(%(agents)s::bigint[])
             or (c.creator_actor_id = %(actor)s
-                and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
-     order by {order}
-     limit %(vector_k)s
+                and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))"""
+SEMANTIC_EXACT = """
+with nearest as materialized (
+    (select s.conversation_id, s.message_id, {distance} as distance
+       from SEMANTIC_FROM
+       join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+      where s.agent_id = any(%(agents)s::bigint[])
+        and SEMANTIC_NARROWING
+      order by ({distance}) + 0, s.message_id
+      limit %(vector_k)s)
+    union all
+    (select s.conversation_id, s.message_id, {distance} as distance
+       from SEMANTIC_FROM
+       join message_embeddings e on e.model = %(model)s and e.message_id = s.message_id
+      where c.creator_actor_id = %(actor)s
+        and not (c.agent_id = any(%(agents)s::bigint[]))
+        and SEMANTIC_NARROWING
+      order by ({distance}) + 0, s.message_id
+      limit %(vector_k)s)
 )
 select conversation_id, message_id, distance
   from (select distinct on (conversation_id) conversation_id, message_id, distance
-          from nearest order by conversation_id, distance + 0, message_id) best
+          from nearest order by conversation_id, distance, message_id) best
  order by distance, conversation_id
-"""
+""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+SEMANTIC_HNSW = """
+with nearest as materialized (
+    select e.message_id, {distance} as distance
+      from message_embeddings e
+     where e.model = %(model)s
+       and coalesce((select true
+                       from SEMANTIC_FROM
+                      where s.message_id = e.message_id
+                        and SEMANTIC_NARROWING), false)
+     order by {distance}
+     limit %(vector_k)s
+)
+select conversation_id, message_id, distance
+  from (select distinct on (s.conversation_id) s.conversation_id, n.message_id, n.distance
+          from nearest n join message_search s on s.message_id = n.message_id
+         order by s.conversation_id, n.distance + 0, n.message_id) best
+ order by distance, conversation_id
+""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
 # How many indexable messages the reader's agents hold, counted up to a cap: a small scope gets
 # an exact vector scan, a large one the HNSW index.
 SCOPE_SIZE = """
@@ -242,10 +277,15 @@ select count(*) as n from (
     select 1 from message_search s where s.agent_id = any(%(agents)s::bigint[]) limit %(cap)s
 ) capped
 """
-# Whether the model's backfill is still running: until it finishes, search is hybrid over what is
-# embedded and lexical over the rest, reported as `backfilling` with the backfill's coverage.
-BACKFILL_PROGRESS = """
-select b.state, b.embedded, b.total from embedding_backfills b where b.model = %(model)s
+# While the model's backfill has not finished (owed, running, interrupted), search is hybrid over
+# what is embedded and lexical over the rest: `backfilling`, with the coverage of the reader's
+# agents' indexable messages.
+BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
+SCOPE_COVERAGE = """
+select count(*) as total, count(e.message_id) as embedded
+  from message_search s
+  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+ where s.agent_id = any(%(agents)s::bigint[]) and s.tsv <> ''::tsvector
 """
 
 ONE = (
@@ -411,8 +451,7 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     cap = (settings.hybrid_exact_max_rows if settings else 10_000) + 1
     exact = conn.execute(SCOPE_SIZE, {"agents": agents, "cap": cap}).fetchone()["n"] < cap
     dist = distance(qv.model.dimensions)
-    order = sql.SQL("({}) + 0").format(dist) if exact else dist
-    statement = sql.SQL(VECTOR_CANDIDATES).format(distance=dist, order=order)
+    statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
     with conn.transaction():
         if not exact:
             use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100,
@@ -423,11 +462,12 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
         }).fetchall()
 
 
-def _with_backfill(conn: psycopg.Connection, qv: hybrid.QueryVector) -> hybrid.QueryVector:
-    row = conn.execute(BACKFILL_PROGRESS, {"model": qv.model.model}).fetchone()
+def _with_backfill(conn: psycopg.Connection, qv: hybrid.QueryVector, agents: list[int]) -> hybrid.QueryVector:
+    row = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
     if row is None or row["state"] == "finished":
         return qv
-    return hybrid.with_coverage(qv, row["embedded"] or 0, max(row["total"] or 0, (row["embedded"] or 0) + 1))
+    size = conn.execute(SCOPE_COVERAGE, {"model": qv.model.model, "agents": agents}).fetchone()
+    return hybrid.with_coverage(qv, size["embedded"], size["total"])
 
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
@@ -447,7 +487,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     if kind != LEXICAL_CURSOR:
         qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway)
         if qv.usable:
-            qv = _with_backfill(conn, qv)
+            qv = _with_backfill(conn, qv, agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",

@@ -44,19 +44,21 @@ HISTORY_MUTANTS = [
     # The vector candidate list is a filtered index scan with its own copies of the predicates:
     # test_the_vector_list_is_produced_under_the_same_predicates (tests/semantic) kills each.
     ExpectingMutant("hybrid: vector list, perspective re-derived through connectors", "backscroll/history.py",
-                    "VECTOR_CANDIDATES", "and cn.agent_id = %(agent)s", ""),
-    ExpectingMutant("hybrid: vector list, loaded window excluded", "backscroll/history.py", "VECTOR_CANDIDATES",
+                    "VECTOR_ELIGIBLE", "and cn.agent_id = %(agent)s", ""),
+    ExpectingMutant("hybrid: vector list, loaded window excluded", "backscroll/history.py", "VECTOR_ELIGIBLE",
                     "and not (m.id = any(%(in_context)s::bigint[]))", "and true"),
-    ExpectingMutant("hybrid: vector list, source evidence", "backscroll/history.py", "VECTOR_CANDIDATES",
+    ExpectingMutant("hybrid: vector list, source evidence", "backscroll/history.py", "VECTOR_ELIGIBLE",
                     "and exists (select 1 from message_source_evidence ev where ev.message_id = m.id)", "and true"),
-    ExpectingMutant("hybrid: vector list, audience predicate", "backscroll/history.py", "VECTOR_CANDIDATES",
-                    "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
-                    "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
-    ExpectingMutant("hybrid: vector list, only the configured model's vectors", "backscroll/history.py",
-                    "VECTOR_CANDIDATES", "where e.model = %(model)s", "where true"),
-    # The identity-aware branch: SEARCH tests membership in the destination reader's linked
-    # identities (resolved once); the other paths ask backscroll_identities_linked, which asks
-    # the same set-returning function.
+    ExpectingMutant("hybrid: vector list, audience predicate", "backscroll/history.py", "VECTOR_ELIGIBLE",
+                    "backscroll_audience_allows(m.audience_kind", "backscroll_audience_allows('public'::audience_kind"),
+    ExpectingMutant("hybrid: vector list, identity branch only for the reader's linked identities",
+                    "backscroll/history.py", "VECTOR_ELIGIBLE",
+                    "from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li",
+                    "from (select a.namespace, a.external_id from actors a) li"),
+    ExpectingMutant("hybrid: exact vector list, only the configured model's vectors", "backscroll/history.py",
+                    "VECTOR_EXACT", "and e.model = %(model)s", "and true"),
+    ExpectingMutant("hybrid: HNSW vector list, only the configured model's vectors", "backscroll/history.py",
+                    "VECTOR_HNSW", "where e.model = %(model)s", "where true"),
     ExpectingMutant("disclosure: identity links must be live", IDENTITIES, "backscroll_linked_identities",
                     "and l.revoked_at is null", ""),
     ExpectingMutant("disclosure: search's identity branch only for the reader's linked identities",

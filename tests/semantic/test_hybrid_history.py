@@ -151,12 +151,16 @@ def test_another_actors_dm_never_surfaces_at_any_similarity(town, e5):
 
 
 @privacy
-def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeypatch):
+@pytest.mark.parametrize("shape", ["exact", "hnsw"])
+def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeypatch, shape):
     """One vector candidate only: it must be the nearest *eligible* message. Every decoy below
     says the query word for word (so it is nearer than anything eligible) and is ineligible for
     one reason; if the vector list let any of them in, it would take the only slot, be dropped
-    later, and Bob would get nothing (no eligible message shares a word with the query)."""
+    later, and Bob would get nothing (no eligible message shares a word with the query). Both
+    shapes of the list: the exact scan of a small perspective, the HNSW walk of a large one."""
     settings, gateway = e5
+    if shape == "hnsw":
+        settings = settings.model_copy(update={"hybrid_exact_max_rows": 0})
     w = town.w
     query = "Acme migration moves Friday night"  # no word in common with anything Bob may see
     # audience: Alice's DM

