@@ -115,17 +115,33 @@ def _embeddings_env(owner: Owner, spec: SearchIndexSpec) -> list[dict]:
     return env
 
 
+# Backscroll's own processes run as the image's non-root user on a read-only root filesystem, with
+# no capabilities; /tmp is the only writable path (an emptyDir), for Python's tempfile users.
+BACKSCROLL_CONTAINER_SECURITY = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+BACKSCROLL_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                           "seccompProfile": {"type": "RuntimeDefault"}}
+TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+
+
 def _container(spec: SearchIndexSpec, name: str, args: list[str], env: list[dict],
                resources: dict | None = None, image: str | None = None) -> dict:
     return {"name": name, "image": image or spec.image, "imagePullPolicy": spec.image_pull_policy,
             "command": ["backscroll"], "args": args, "env": env,
-            "resources": copy.deepcopy(resources or {})}
+            "resources": copy.deepcopy(resources or {}),
+            "securityContext": copy.deepcopy(BACKSCROLL_CONTAINER_SECURITY),
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
 
 
-def _pod(containers: list[dict], restart: str = "Always", volumes: list[dict] | None = None) -> dict:
+def _pod(containers: list[dict], restart: str = "Always", volumes: list[dict] | None = None,
+         backscroll: bool = True) -> dict:
     # Backscroll's processes never talk to the Kubernetes API: no token in their pods.
-    return {"restartPolicy": restart, "automountServiceAccountToken": False,
-            "containers": containers, "volumes": volumes or []}
+    pod = {"restartPolicy": restart, "automountServiceAccountToken": False,
+           "containers": containers, "volumes": volumes or []}
+    if backscroll:
+        pod["securityContext"] = copy.deepcopy(BACKSCROLL_POD_SECURITY)
+        pod["volumes"] = [*pod["volumes"], copy.deepcopy(TMP_VOLUME)]
+    return pod
 
 
 def _deployment(name: str, owner: Owner, component: str, replicas: int, pod: dict,
@@ -242,7 +258,8 @@ def embeddings_deployment(owner: Owner, spec: SearchIndexSpec) -> dict | None:
     # A ReadWriteOnce cache cannot be mounted by the old and the new pod at once.
     strategy = "Recreate" if cache.claim_name else "RollingUpdate"
     return _finish(_deployment(embeddings_name(owner), owner, "embeddings", server.replicas,
-                               _pod([container], volumes=[volume]), strategy=strategy), owner)
+                               # The server's image decides its own user (TEI's writes its cache).
+                               _pod([container], volumes=[volume], backscroll=False), strategy=strategy), owner)
 
 
 def embeddings_service(owner: Owner, spec: SearchIndexSpec) -> dict | None:

@@ -22,4 +22,20 @@ kubectl -n "$NS" port-forward svc/search-api 18080:8080 >/dev/null &
 sleep 3
 curl -fsS localhost:18080/readyz
 curl -fsS -H "Authorization: Bearer $token" localhost:18080/v1/status
-echo "e2e-kind: SearchIndex Ready, API answered"
+# A search through the port-forward: a workspace, one conversation ingested over HTTP, a reader
+# who sees every agent, and a word of it found again.
+api() { kubectl -n "$NS" exec deploy/search-api -- backscroll "$@" | tail -1; }
+api workspaces create e2e --name "e2e" >/dev/null
+ingest=$(api tokens create --kind ingest --workspace e2e --name e2e-ingest)
+reader=$(api tokens create --kind reader --workspace e2e --actor web:e2e/alice --agents all --name e2e-reader)
+conv=$(curl -fsS -X POST localhost:18080/v1/conversations -H "Authorization: Bearer $ingest" \
+         -H 'Content-Type: application/json' \
+         -d '{"agent": "concierge", "connector": {"type": "web", "name": "e2e"}, "external_id": "e2e-1",
+              "title": "Kind cluster check", "creator": {"external_id": "alice"}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+curl -fsS -X POST "localhost:18080/v1/conversations/$conv/messages" -H "Authorization: Bearer $ingest" \
+     -H 'Content-Type: application/json' \
+     -d '{"role": "user", "speaker": {"external_id": "alice"}, "body": "the marmalade shipment arrives Tuesday"}' >/dev/null
+found=$(curl -fsS -G localhost:18080/v1/agent-sessions --data-urlencode q=marmalade -H "Authorization: Bearer $reader" \
+          | python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sessions"]])')
+[ "$found" = "[$conv]" ] || { echo "e2e-kind: search found $found, expected [$conv]" >&2; exit 1; }
+echo "e2e-kind: SearchIndex Ready; an ingested conversation found again by search through the port-forward"

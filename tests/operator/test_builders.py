@@ -162,3 +162,28 @@ def test_api_probes_use_the_apis_own_probe_routes():
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert {"/readyz", "/healthz"} <= served
+
+
+def test_backscroll_pods_run_non_root_on_a_read_only_root():
+    """The API, worker, migration and backfill pods run as the image's non-root user with no
+    capabilities and a read-only root filesystem (/tmp an emptyDir); the embeddings server's image
+    keeps its own user (TEI writes its weights cache)."""
+    spec = parse(IN_CLUSTER)
+    pods = {m["metadata"]["labels"]["app.kubernetes.io/component"]: m["spec"]["template"]["spec"]
+            for resource, _, m in builders.desired(OWNER, spec) if m and resource == "deployments"}
+    for job in (builders.migration_job(OWNER, spec), builders.backfill_job(OWNER, spec)):
+        pods[job["metadata"]["labels"]["app.kubernetes.io/component"]] = job["spec"]["template"]["spec"]
+    assert {"api", "worker", "migrate", "backfill", "embeddings"} <= set(pods)
+    for component, pod in pods.items():
+        container = pod["containers"][0]
+        if component == "embeddings":
+            assert "securityContext" not in pod and "securityContext" not in container
+            continue
+        assert pod["securityContext"]["runAsNonRoot"] is True, component
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, component
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}, component
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]], component
