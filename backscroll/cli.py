@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from .config import Settings, get_settings
 
 
@@ -112,7 +114,7 @@ def cmd_workspaces_create(args, settings: Settings) -> int:
         row = conn.execute(
             "insert into workspaces (slug, name, ts_config) values (%s, %s, %s::regconfig) "
             "on conflict (slug) do update set name = excluded.name returning id",
-            (args.slug, args.name or args.slug, args.ts_config),
+            (args.slug, args.name or args.slug, args.ts_config or settings.text_search_config),
         ).fetchone()
     print(f"workspace {args.slug} (id {row['id']})")
     return 0
@@ -278,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = ws.add_parser("create", help="create a workspace (or rename it)")
     p.add_argument("slug")
     p.add_argument("--name")
-    p.add_argument("--ts-config", default="simple", help="text search configuration (default simple)")
+    p.add_argument("--ts-config", default=None,
+                   help="text search configuration (default: BACKSCROLL_TEXT_SEARCH_CONFIG, which defaults to simple)")
     p.set_defaults(func=cmd_workspaces_create)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
@@ -319,7 +322,14 @@ def main(argv: list[str] | None = None) -> int:
         # httpx logs every request at INFO: one line per embeddings batch and status probe.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        return args.func(args, _settings()) or 0
+        settings = _settings()
+    except ValidationError as exc:  # a setting from the environment or .env that cannot be used
+        for error in exc.errors():
+            name = "BACKSCROLL_" + "_".join(str(part) for part in error["loc"]).upper()
+            print(f"backscroll: invalid setting {name}: {error['msg']}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args, settings) or 0
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a clean message for the person at the terminal

@@ -36,6 +36,13 @@ class Settings(BaseSettings):
         ge=100,
         description="Longest a single API query may run before PostgreSQL cancels it (503).",
     )
+    text_search_config: str = Field(
+        default="simple", pattern=r"^[a-z_][a-z0-9_.]{0,126}$",
+        description=(
+            "Text search configuration of workspaces created without --ts-config: `simple` (no stemming, "
+            "any language) or one PostgreSQL ships (english, french, german, ...). The SearchIndex's "
+            "spec.textSearchConfig sets it."),
+    )
     page_limit_default: int = Field(
         default=20, ge=1, description="Sessions per page when a request names no limit."
     )

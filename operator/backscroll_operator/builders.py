@@ -194,8 +194,7 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
     env = _database_env(spec.database.secret_ref) + [
         {"name": "BACKSCROLL_HOST", "value": "0.0.0.0"},
         {"name": "BACKSCROLL_PORT", "value": str(API_PORT)},
-        # Not read by Backscroll yet (workspaces carry their own configuration); passed so the
-        # API can default new workspaces to it once it does.
+        # The default configuration of workspaces created in these pods (`workspaces create`).
         {"name": "BACKSCROLL_TEXT_SEARCH_CONFIG", "value": spec.text_search_config},
     ]
     if spec.database.read_replica_secret_ref is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from backscroll import cli
+from backscroll.config import get_settings
 from backscroll.db import connect
 
 
@@ -18,6 +19,20 @@ def test_workspaces_create_and_list(cli_env, capsys):
     assert cli.main(["workspaces", "list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == ["acme", "de"]
+
+
+def test_the_deployments_text_search_configuration_is_the_default(cli_env, capsys, monkeypatch):
+    monkeypatch.setenv("BACKSCROLL_TEXT_SEARCH_CONFIG", "french")
+    assert cli.main(["workspaces", "create", "paris"]) == 0
+    assert cli.main(["workspaces", "create", "berlin", "--ts-config", "german"]) == 0  # the flag wins
+    with connect(cli_env) as conn:
+        rows = conn.execute("select slug, ts_config::text as cfg from workspaces order by slug").fetchall()
+    assert rows == [{"slug": "berlin", "cfg": "german"}, {"slug": "paris", "cfg": "french"}]
+    get_settings.cache_clear()
+    monkeypatch.setenv("BACKSCROLL_TEXT_SEARCH_CONFIG", "French; drop table workspaces")
+    capsys.readouterr()
+    assert cli.main(["workspaces", "create", "x"]) == 2  # refused by the setting's own check, clearly
+    assert "invalid setting BACKSCROLL_TEXT_SEARCH_CONFIG" in capsys.readouterr().err
 
 
 def test_workspaces_create_refuses_bad_input_cleanly(cli_env, capsys):
