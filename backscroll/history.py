@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 
 import psycopg
 from psycopg import sql
@@ -24,7 +23,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from . import hybrid
 from .config import Settings
-from .errors import BadRequest, Conflict, NotFound
+from .errors import NotFound
 from .gateway import Gateway
 from .ingest import Text
 from .vectors import distance, literal, use_iterative_scan
@@ -181,15 +180,6 @@ PERSPECTIVE_SIZE = """
 select count(*) as n from (
     select 1 from message_search s where s.agent_id = %(agent)s::bigint limit %(cap)s
 ) capped
-"""
-# While the model's backfill has not finished (owed, running, interrupted), how much of this
-# agent's indexable history has a vector of it: the coverage a `backfilling` degradation reports.
-BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
-PERSPECTIVE_COVERAGE = """
-select count(*) as total, count(e.message_id) as embedded
-  from message_search s
-  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
- where s.agent_id = %(agent)s::bigint and s.tsv <> ''::tsvector
 """
 
 # One statement. Candidates come from the sidecar first (the lexical matches through its GIN
@@ -545,10 +535,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     if qv.usable:
         cap = (settings.hybrid_exact_max_rows if settings else 10_000) + 1
         exact = conn.execute(PERSPECTIVE_SIZE, {"agent": turn.agent_id, "cap": cap}).fetchone()["n"] < cap
-        backfill = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
-        if backfill is not None and backfill["state"] != "finished":
-            size = conn.execute(PERSPECTIVE_COVERAGE, {"model": qv.model.model, "agent": turn.agent_id}).fetchone()
-            qv = hybrid.with_coverage(qv, size["embedded"], size["total"])
+        qv = hybrid.with_backfill_coverage(conn, qv, [turn.agent_id])
 
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)

@@ -118,6 +118,30 @@ def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
                        degradation=degradation(BACKFILLING, coverage=coverage_ratio(embedded, total)))
 
 
+# While the model's backfill has not finished (owed, running, interrupted), search is hybrid over
+# what is embedded and lexical over the rest: `backfilling`, with the coverage of the indexable
+# messages the search reads (its agents'). Counted only then: a count over a large scope costs
+# more than the search.
+BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
+SCOPE_COVERAGE = """
+select count(*) as total, count(e.message_id) as embedded
+  from message_search s
+  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+ where s.agent_id = any(%(agents)s::bigint[]) and s.tsv <> ''::tsvector
+"""
+
+
+def with_backfill_coverage(conn: psycopg.Connection, qv: QueryVector, agents: Sequence[int]) -> QueryVector:
+    """`qv`, reported as `backfilling` with these agents' coverage while the model's backfill runs."""
+    if not qv.usable:
+        return qv
+    row = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
+    if row is None or row["state"] == "finished":
+        return qv
+    size = conn.execute(SCOPE_COVERAGE, {"model": qv.model.model, "agents": list(agents)}).fetchone()
+    return with_coverage(qv, size["embedded"], size["total"])
+
+
 def category(qv: QueryVector) -> str | None:
     """The degradation's category, as an audit row records it."""
     return qv.degradation["category"] if qv.degradation else None

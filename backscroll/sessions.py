@@ -277,16 +277,6 @@ select count(*) as n from (
     select 1 from message_search s where s.agent_id = any(%(agents)s::bigint[]) limit %(cap)s
 ) capped
 """
-# While the model's backfill has not finished (owed, running, interrupted), search is hybrid over
-# what is embedded and lexical over the rest: `backfilling`, with the coverage of the reader's
-# agents' indexable messages.
-BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
-SCOPE_COVERAGE = """
-select count(*) as total, count(e.message_id) as embedded
-  from message_search s
-  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
- where s.agent_id = any(%(agents)s::bigint[]) and s.tsv <> ''::tsvector
-"""
 
 ONE = (
     "select"
@@ -462,14 +452,6 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
         }).fetchall()
 
 
-def _with_backfill(conn: psycopg.Connection, qv: hybrid.QueryVector, agents: list[int]) -> hybrid.QueryVector:
-    row = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
-    if row is None or row["state"] == "finished":
-        return qv
-    size = conn.execute(SCOPE_COVERAGE, {"model": qv.model.model, "agents": agents}).fetchone()
-    return hybrid.with_coverage(qv, size["embedded"], size["total"])
-
-
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
            limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None) -> dict:
     """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
@@ -486,8 +468,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     qv = hybrid.QueryVector(hybrid.LEXICAL)
     if kind != LEXICAL_CURSOR:
         qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway)
-        if qv.usable:
-            qv = _with_backfill(conn, qv, agents)
+        qv = hybrid.with_backfill_coverage(conn, qv, agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",

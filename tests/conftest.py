@@ -12,6 +12,7 @@ import pytest
 
 from backscroll.db import start_embedded
 from backscroll.migrate import migrate
+from tests.world import open_world
 
 TEMPLATE = "backscroll_template"
 _counter = itertools.count()
@@ -51,3 +52,11 @@ def db_url(pg_url, template_url) -> str:
     yield _with_db(pg_url, name)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {name} with (force)")
+
+
+@pytest.fixture
+def world(db_url):
+    """Helpers that write this test's world (workspaces, conversations, messages, turns, tokens)."""
+    w = open_world(db_url)
+    yield w
+    w.conn.close()

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.world import World, client, open_world
-
-
-@pytest.fixture
-def world(db_url) -> World:
-    w = open_world(db_url)
-    yield w
-    w.conn.close()
+from tests.world import client
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ import uvicorn
 
 from backscroll.api import create_app
 from backscroll.config import Settings
-from tests.world import World, open_world
 
 CHROMIUM = os.environ.get("BACKSCROLL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -47,13 +46,6 @@ def browser():
         chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
-
-
-@pytest.fixture
-def world(db_url) -> World:
-    w = open_world(db_url)
-    yield w
-    w.conn.close()
 
 
 @pytest.fixture

@@ -12,18 +12,11 @@ from backscroll.auth import Principal, authenticate
 from backscroll.config import get_settings
 from backscroll.cursor import CursorCodec
 from backscroll.sessions import Limits
-from tests.world import World, open_world
+from tests.world import World
 
 _empty = itertools.count()
 
 LIMITS = Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
-
-
-@pytest.fixture
-def world(db_url) -> World:
-    w = open_world(db_url)
-    yield w
-    w.conn.close()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from backscroll.gateway import Gateway
 from backscroll.vectors import register_model
 from tests.conftest import TEMPLATE
 from tests.semantic.fakes import FakeEmbeddings
-from tests.world import World, open_world
 
 FAKE_MODEL = "fake-8"
 FAKE_DIMS = 8
@@ -62,13 +61,6 @@ def fake_settings(db_url: str, fake: FakeEmbeddings, **overrides) -> Settings:
 
 def e5_settings(db_url: str, server: local_embeddings.LocalEmbeddings, **overrides) -> Settings:
     return server.configure(settings_for(db_url)).model_copy(update=overrides)
-
-
-@pytest.fixture
-def world(db_url) -> World:
-    w = open_world(db_url)
-    yield w
-    w.conn.close()
 
 
 @pytest.fixture
