@@ -23,6 +23,14 @@ class Settings(BaseSettings):
             "Unset: Backscroll starts an embedded PostgreSQL 18 in `data_dir`."
         ),
     )
+    database_read_url: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Optional read-only replica for people's reads: the session list, session search, one session "
+            "and its transcript. Tokens are still checked on the primary (a revocation counts at once), and "
+            "a search's usage-ledger row is written there; everything else uses the primary. A replica lags: "
+            "a message just ingested may take a moment to be found."),
+    )
     data_dir: Path = Field(
         default=Path(".backscroll/pgdata"),
         description="Data directory of the embedded PostgreSQL; kept between runs.",

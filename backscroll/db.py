@@ -83,7 +83,7 @@ def connect(url: str, *, autocommit: bool = False, statement_timeout_ms: int | N
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, **options)
 
 
-def make_pool(url: str, settings: Settings) -> ConnectionPool:
+def make_pool(url: str, settings: Settings, name: str = "backscroll") -> ConnectionPool:
     return ConnectionPool(
         url,
         min_size=settings.pool_min_size,
@@ -96,7 +96,7 @@ def make_pool(url: str, settings: Settings) -> ConnectionPool:
             "prepare_threshold": None,
         },
         open=True,
-        name="backscroll",
+        name=name,
     )
 
 

@@ -83,9 +83,10 @@ def degradation(category: str, **detail) -> dict:
 
 
 def embed_query(conn: psycopg.Connection, settings: Settings | None, workspace_id: int | None, text: str, *,
-                gateway: Gateway | None = None) -> QueryVector:
+                gateway: Gateway | None = None, ledger: psycopg.Connection | None = None) -> QueryVector:
     """One gateway call (purpose=query, attributed to the searcher's workspace), or none when
-    semantic search is off. Never raises for the endpoint's sake: a failure is a degradation."""
+    semantic search is off. Never raises for the endpoint's sake: a failure is a degradation.
+    The usage-ledger row goes to `ledger` (the primary, when `conn` reads a replica) or `conn`."""
     if settings is None or not settings.embeddings_enabled:
         return QueryVector(LEXICAL)
     gw = gateway or gateway_module.gateway_for(settings)
@@ -96,7 +97,7 @@ def embed_query(conn: psycopg.Connection, settings: Settings | None, workspace_i
     except ModelNotRegistered:
         return QueryVector(DEGRADED, degradation=degradation(NOT_REGISTERED))
     try:
-        vector = gw.embed_query(conn, workspace_id, text)
+        vector = gw.embed_query(ledger or conn, workspace_id, text)
     except GatewayError as exc:
         if exc.category == NOT_CONFIGURED:
             return QueryVector(LEXICAL)

@@ -453,7 +453,8 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
 
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
-           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None) -> dict:
+           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
+           ledger: psycopg.Connection | None = None) -> dict:
     """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
 
     Title matches come first; below them, content and semantic matches are fused by reciprocal
@@ -467,7 +468,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
     qv = hybrid.QueryVector(hybrid.LEXICAL)
     if kind != LEXICAL_CURSOR:
-        qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway)
+        qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway, ledger=ledger)
         qv = hybrid.with_backfill_coverage(conn, qv, agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "

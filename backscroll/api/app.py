@@ -68,10 +68,15 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         pool = make_pool(database_url, settings)
-        app.state.service = Service(settings, pool)
+        read_pool = None
         try:
+            if settings.database_read_url is not None:
+                read_pool = make_pool(settings.database_read_url.get_secret_value(), settings, name="backscroll-read")
+            app.state.service = Service(settings, pool, read_pool)
             yield
         finally:
+            if read_pool is not None:
+                read_pool.close()
             pool.close()
 
     app = FastAPI(

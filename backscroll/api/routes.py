@@ -64,16 +64,18 @@ def list_sessions(
 ):
     query = sessions.validate_query(q, svc.limits)
     size = sessions.clamp_limit(limit, svc.limits)
-    with svc.session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request, TokenKind.reader) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, agent)
         if query is None:
             return sessions.recent(conn, scope, svc.codec, before, size)
-        return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits, settings=svc.settings)
+        with svc.ledger() as ledger:
+            return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits, settings=svc.settings,
+                                   ledger=ledger)
 
 
 @router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")
 def get_session(request: Request, svc: Svc, session_id: Id):
-    with svc.session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request, TokenKind.reader) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, None)
         return sessions.get_one(conn, scope, session_id)
 

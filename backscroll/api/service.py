@@ -17,9 +17,10 @@ from ..sessions import Limits
 
 
 class Service:
-    def __init__(self, settings: Settings, pool: ConnectionPool):
+    def __init__(self, settings: Settings, pool: ConnectionPool, read_pool: ConnectionPool | None = None):
         self.settings = settings
         self.pool = pool
+        self.read_pool = read_pool
         with pool.connection() as conn:
             self.codec = CursorCodec(derive(root_key(conn, settings), "cursor"))
         self.limits = Limits(
@@ -43,6 +44,35 @@ class Service:
                 if kinds:
                     principal.require(*kinds)
                 yield conn, principal
+
+
+    @contextmanager
+    def read_session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
+        """A read-only transaction for a person's read, on the replica when one is configured. The
+        token is checked on the primary first, so a revoked token stops at once despite replica lag."""
+        if self.read_pool is None:
+            with self.session(request, *kinds) as (conn, principal):
+                yield conn, principal
+            return
+        principal = self.authenticate(request)
+        if kinds:
+            principal.require(*kinds)
+        with self.read_pool.connection() as conn:
+            with conn.transaction():
+                # A replica refuses writes anyway; this also holds when the URL points at a primary.
+                conn.execute("set transaction read only")
+                yield conn, principal
+
+    @contextmanager
+    def ledger(self) -> Iterator[psycopg.Connection | None]:
+        """Where a read's usage-ledger rows go: the primary, when reads run on a replica; with no
+        replica, None (the read's own transaction writes them)."""
+        if self.read_pool is None or not self.settings.embeddings_enabled:
+            yield None
+            return
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                yield conn
 
 
 def service(request: Request) -> Service:

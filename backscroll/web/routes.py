@@ -82,7 +82,7 @@ def session_messages(
     limit: Annotated[int | None, Query(description=f"Page size; clamped to 1..{transcript.PAGE_MAX}")] = None,
 ):
     size = transcript.clamp(limit)
-    with svc.session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request, TokenKind.reader) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, None)
         sessions.get_one(conn, scope, session_id)  # 404 alike for missing and not the reader's
         return transcript.messages(conn, scope, svc.codec, session_id, after, size)

@@ -198,7 +198,7 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
         {"name": "BACKSCROLL_TEXT_SEARCH_CONFIG", "value": spec.text_search_config},
     ]
     if spec.database.read_replica_secret_ref is not None:
-        # Not read by Backscroll yet: search queries go to the primary until the API reads it.
+        # People's reads (session list, search, transcript) go to the replica; the rest to the primary.
         env.append(_secret_env("BACKSCROLL_DATABASE_READ_URL", spec.database.read_replica_secret_ref))
     env += _embeddings_env(owner, spec)
     container = _container(spec, "api", ["serve"], env, spec.api.resources, image=spec.api.image)
