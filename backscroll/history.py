@@ -13,6 +13,7 @@ reciprocal rank; how it degrades is in `hybrid`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -40,6 +41,13 @@ TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
 VECTOR_K = 50               # vector candidates fused with the lexical list
+# Fused with a vector list, a message enters the lexical list only when it matches at least this
+# share of a query of MIN_MATCH_TERMS terms or more. The words are OR'd (an agent's query is a
+# sentence), and rank fusion sees ranks, not scores: without it, messages that share only "of" and
+# "room" with "bathtub overflow soaked ceiling of room below" outrank the one the vector list found
+# (bench/RESULTS.md, semantic search). Lexical search alone keeps every match.
+MIN_MATCH_SHARE = 0.5
+MIN_MATCH_TERMS = 3
 
 
 class ActorFilter(BaseModel):
@@ -199,7 +207,9 @@ select count(*) as n from (
 # planner cannot flatten it into a join that reorders the rows.
 SEARCH = """
 with q as (
-    select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq
+    select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq,
+           array(select backscroll_or_query(%(cfg)s::regconfig, array[t])
+                   from unnest(%(terms)s::text[]) as t) as each_term
 ),
 vec as (
     select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
@@ -208,6 +218,8 @@ matches as materialized (
     select s.message_id, s.conversation_id, s.created_at, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
       from message_search s cross join q
      where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
+       and (%(min_match)s::int <= 1
+            or (select count(*) from unnest(q.each_term) as t(tq) where s.tsv @@ t.tq) >= %(min_match)s::int)
 ),
 candidates as materialized (
     select x.message_id, x.conversation_id, x.created_at, x.lexical, true as lexical_match from matches x
@@ -550,12 +562,14 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False,
+        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_match": 0,
         **turn.destination_params(),
     }
     if qv.usable:
         params["vector_ids"] = _vector_candidates(conn, qv, params, settings, exact)
         params["fused"] = bool(params["vector_ids"])
+        if params["fused"] and len(terms) >= MIN_MATCH_TERMS:
+            params["min_match"] = math.ceil(len(terms) * MIN_MATCH_SHARE)
     rows = conn.execute(SEARCH, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}

@@ -293,3 +293,23 @@ def test_large_perspectives_use_the_hnsw_index_with_iterative_scan(town, e5):
     exact = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
     approx = ask(town, town.general, "U_B", "duplicate reservation fixed", hnsw, gateway)
     assert hit_ids(approx)[0] == hit_ids(exact)[0] == town.msgs["double_booking"]
+
+
+def test_fused_lexical_list_admits_only_messages_matching_half_the_terms(town, e5, monkeypatch):
+    """Fused with vectors, a message enters the lexical list only when it matches half a long
+    query's terms: one shared common word no longer buys a rank that outranks what the vectors
+    found. Lexical search alone keeps every match."""
+    settings, gateway = e5
+    coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
+    query = "printer jammed again today"  # 4 terms: a lexical match needs 2 of them
+    fused = ask(town, town.general, "U_A", query, settings, gateway)
+    assert fused["mode"] == "hybrid"
+    by_id = {h["message_id"]: h["features"] for h in fused["hits"]}
+    assert by_id[town.msgs["printer"]]["lexical_rank"] == 1
+    # "today" alone: out of the lexical list (it may still come through its vector)
+    assert coffee not in by_id or by_id[coffee]["lexical_rank"] is None
+    lexical = ask(town, town.general, "U_A", query, None, None)
+    assert {town.msgs["printer"], coffee} <= set(hit_ids(lexical))
+    # A short query keeps OR semantics fused too: one term of two is a match.
+    short = ask(town, town.general, "U_A", "coffee printer", settings, gateway)
+    assert {h["message_id"]: h["features"]["lexical_rank"] for h in short["hits"]}[coffee] is not None
