@@ -73,6 +73,10 @@ MUTANTS = [
            "and (vc.agent_id = any(%(agents)s::bigint[])", "and (true"),
     Mutant("semantic re-check: own-conversation predicate", SESSIONS, "SEARCH",
            "or (vc.creator_actor_id = %(actor)s", "or (true"),
+    # The sidebar's transcript: its query narrows by itself, not only behind get_one's check
+    # (tests/browser/test_page_http.py::test_transcript_query_narrows_by_itself).
+    Mutant("transcript: visibility predicate", "backscroll/web/transcript.py", "MESSAGES",
+           "(c.agent_id = any(%(agents)s::bigint[]) or c.creator_actor_id = %(actor)s)", "true"),
     Mutant("read one session: visibility predicate", SESSIONS, "ONE",
            "(c.agent_id = any(%(agents)s::bigint[]) or c.creator_actor_id = %(actor)s)", "true"),
     Mutant("read one session: workspace predicate", SESSIONS, "ONE",
