@@ -195,7 +195,7 @@ class Backfill:
         total = self.side.execute(TOTAL).fetchone()["n"]
         covered = self.side.execute(EMBEDDED, {"model": model}).fetchone()["n"]
         before = self.side.execute(SELECT_PROGRESS, {"model": model}).fetchone()
-        resumed = before is not None and before["state"] != "finished"
+        resumed = before is not None and before["state"] not in ("finished", "pending")
         self.side.execute(START, {"model": model, "embedded": covered, "total": total})
         if not resumed:
             self.side.execute(FORGET_POSITIONS, {"model": model})

@@ -53,6 +53,7 @@ def test_fair_across_workspaces_and_oldest_first_within_each(db_url, world, fake
     settings = fake_settings(db_url, fake)
     result = run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), batch_size=4, quiet=True)
     assert (result.state, result.embedded, result.failed, result.total, result.covered) == ("finished", 28, 0, 28, 28)
+    assert result.resumed is False  # the backfill registration left owed is a first run, not a resumption
     ws = {world.workspace(s): s for s in made}
     rows = [r for r in ledger() if r["purpose"] == "backfill"]
     assert [ws[r["workspace_id"]] for r in rows] == ["big", "small1", "small2"] + ["big"] * 4
