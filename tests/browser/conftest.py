@@ -2,8 +2,8 @@
 headless Chromium driven by Playwright.
 
 Playwright's own browser download does not work on these machines, so the browser is the system's
-`/usr/bin/chromium` (`make browser-deps` installs it). A missing browser FAILS these tests: CI must
-not pass by skipping them. Only BACKSCROLL_BROWSER_TESTS=0, set on purpose, skips them.
+`/usr/bin/chromium` (`make browser-deps` installs it). A missing browser FAILS these tests: a run
+must not pass by skipping them.
 """
 
 from __future__ import annotations
@@ -35,11 +35,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def browser():
-    if os.environ.get("BACKSCROLL_BROWSER_TESTS") == "0":
-        pytest.skip("BACKSCROLL_BROWSER_TESTS=0: browser tests switched off on purpose")
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"no browser at {CHROMIUM}: run `make browser-deps` (apt-get install chromium), "
-                    "or set BACKSCROLL_BROWSER_TESTS=0 to skip the browser tests on purpose", pytrace=False)
+        pytest.fail(f"no browser at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)", pytrace=False)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

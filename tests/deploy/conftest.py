@@ -1,8 +1,7 @@
 """Fixtures for the deployables' checks: helm and kubectl, rendering, the CRD's schema.
 
-They run offline. A missing helm or kubectl fails these tests (in CI, and by default locally:
-`make helm` installs helm into .tools/); only BACKSCROLL_SKIP_DEPLOY_TOOLS=1 outside CI turns that
-into a skip, for a laptop without kubectl.
+They run offline. A missing helm or kubectl fails these tests, here as in CI: `make helm` installs
+helm into .tools/, and kubectl comes with the machine.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ def _tool(name: str, *candidates: Path) -> str:
     if found:
         return found
     message = f"{name} not found (`make helm` installs helm into .tools/; kubectl comes from your OS)"
-    if os.environ.get("BACKSCROLL_SKIP_DEPLOY_TOOLS") == "1" and not os.environ.get("CI"):
-        pytest.skip(message + "; skipped because BACKSCROLL_SKIP_DEPLOY_TOOLS=1")
     pytest.fail(message)
 
 
