@@ -137,8 +137,18 @@ select case when l.actor_a = n.id then l.actor_b else l.actor_a end
 #   would bypass the index) under pgvector's iterative scan, which keeps walking until
 #   `vector_k` eligible rows are found instead of handing over its nearest and losing most of
 #   them to the filter. Relaxed order: the nearest come back approximately sorted; sort again.
-# The identity-aware branch of the audience predicate tests membership in the destination
-# reader's linked identities, resolved once per statement (an uncorrelated sub-select).
+
+# The audience predicate, identity-aware, for a message `m` into the turn's destination: what
+# backscroll_audience_allows_for says, with the destination reader's linked identities resolved
+# once per statement (an uncorrelated sub-select) instead of one function call per row. Both
+# SEARCH and the vector lists use it.
+DESTINATION_ALLOWS = """(backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
+                                   %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+        or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
+            and (m.audience_namespace, m.audience_readers[1]) in (
+                select li.namespace, li.external_id
+                  from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
+                 where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1)))"""
 VECTOR_FROM = """message_search s
            join messages m on m.id = s.message_id
            join conversations c on c.id = m.conversation_id
@@ -153,13 +163,7 @@ VECTOR_ELIGIBLE = """s.agent_id = %(agent)s::bigint
        and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
        and not (m.id = any(%(in_context)s::bigint[]))
        and exists (select 1 from message_source_evidence ev where ev.message_id = m.id)
-       and (backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
-                                       %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
-            or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
-                and (m.audience_namespace, m.audience_readers[1]) in (
-                    select li.namespace, li.external_id
-                      from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
-                     where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1)))"""
+       and DESTINATION_ALLOWS""".replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS)
 VECTOR_EXACT = """
 select s.message_id as id, {distance} as distance
   from VECTOR_FROM
@@ -197,9 +201,8 @@ select count(*) as n from (
 # all candidates, fused by reciprocal rank, which is the lexical order when there is no vector
 # list). The cheap predicates are then evaluated on demand, in ranked order, in a fixed order
 # (the first that fails names the exclusion), so only the rows that the audit pool (the first
-# COUNTING_CEILING) and the selection read are ever classified; the identity-aware branch of
-# the audience predicate tests membership in the destination reader's linked identities,
-# resolved once. Lexical alone, the eligible rows are read in ranked order until `limit` pass
+# COUNTING_CEILING) and the selection read are ever classified (the audience predicate is
+# DESTINATION_ALLOWS, as for the vector lists). Lexical alone, the eligible rows are read in ranked order until `limit` pass
 # the lineage walk (evaluated lazily, one message at a time); fused, each list is ranked among
 # the eligible rows of the pool and the two are fused by reciprocal rank (RRF_K) first.
 # On-demand evaluation relies on each materialized CTE being read in the order it produced, and
@@ -270,21 +273,12 @@ ranked as materialized (
       left join lexical_ranks l on l.id = w.id
      order by pool_key desc, w.id desc
 ),
-linked_to_reader as materialized (
-    select li.namespace, li.external_id
-      from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
-     where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1
-),
 classified as materialized (
     select r.*, m.has_lineage,
            case
              when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'
              when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'
-             when not (backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
-                                                  %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
-                       or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
-                           and (m.audience_namespace, m.audience_readers[1]) in (select * from linked_to_reader)))
-               then 'audience'
+             when not DESTINATION_ALLOWS then 'audience'
            end as excluded_by
       from ranked r
       cross join lateral (
@@ -345,7 +339,7 @@ select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.re
 union all
 select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-"""
+""".replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS)
 
 # Neighbours: up to two eligible messages on either side of a hit, in the same conversation,
 # passing the same predicates as hits. Walked through the conversation's index in order, so
