@@ -132,6 +132,44 @@ def cmd_workspaces_list(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_workspaces_language(args, settings: Settings) -> int:
+    from .errors import BackscrollError
+    from .maintenance import language, reindex, request_reindex
+
+    names = None if args.speaker_names is None else args.speaker_names == "on"
+    with _conn(settings) as conn:
+        try:
+            if args.ts_config is None and names is None:
+                state = language(conn, args.slug)
+            else:
+                state = request_reindex(conn, args.slug, args.ts_config, names)
+        except BackscrollError as exc:
+            raise SystemExit(f"backscroll: {exc.message}") from None
+        _print_language(state)
+        if args.wait and state.reindexing:
+            reindex(conn, settings.reindex_batch_size, progress=True)
+            _print_language(language(conn, args.slug))
+    return 0
+
+
+def _print_language(state) -> None:
+    print(f"workspace {state.workspace}: {state.ts_config}, speaker names {'on' if state.speaker_names else 'off'}")
+    if state.reindexing:
+        print(f"  rebuilding for {state.ts_config_next}, speaker names "
+              f"{'on' if state.speaker_names_next else 'off'}: {state.rebuilt:,} of {state.documents:,} documents "
+              "(search answers with the current configuration until the swap)")
+
+
+def cmd_reindex(args, settings: Settings) -> int:
+    from .maintenance import fold, reindex
+
+    with _conn(settings) as conn:
+        swapped = reindex(conn, settings.reindex_batch_size, progress=not args.quiet)
+        folded = fold(conn)
+    print(f"reindexed: {', '.join(swapped) or 'nothing pending'}; {folded:,} statistics deltas folded")
+    return 0
+
+
 def _parse_actor(text: str) -> tuple[str, str]:
     namespace, sep, external = text.rpartition("/")
     if not sep or ":" not in namespace or not external:
@@ -285,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_workspaces_create)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
+    p = ws.add_parser("language", help="show or change a workspace's text search configuration (rebuilt in the background)")
+    p.add_argument("slug")
+    p.add_argument("--ts-config", default=None, help="simple, english, french, german, ... (\\dF in psql lists them)")
+    p.add_argument("--speaker-names", choices=["on", "off"], default=None,
+                   help="put each message's speaker name into its document (weight class A)")
+    p.add_argument("--wait", action="store_true", help="rebuild now, in the foreground, with a progress bar")
+    p.set_defaults(func=cmd_workspaces_language)
+
+    p = sub.add_parser("reindex", help="run pending workspace rebuilds to their swap and fold BM25 statistics")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_reindex)
 
     tk = sub.add_parser("tokens", help="create, list and revoke API tokens").add_subparsers(dest="action", required=True)
     p = tk.add_parser("create", help="create a token; the secret is printed once")

@@ -7,6 +7,7 @@ Each field is read from the environment as ``BACKSCROLL_<NAME>`` (or a ``.env`` 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 from pathlib import Path
 
 from pydantic import Field, SecretStr
@@ -50,6 +51,36 @@ class Settings(BaseSettings):
             "Text search configuration of workspaces created without --ts-config: `simple` (no stemming, "
             "any language) or one PostgreSQL ships (english, french, german, ...). The SearchIndex's "
             "spec.textSearchConfig sets it."),
+    )
+    search_ranking: Literal["bm25", "ts_rank_cd"] = Field(
+        default="bm25",
+        description=(
+            "Lexical ranking of both searches: `bm25` (document frequencies kept per agent, so words "
+            "in most messages weigh little in any language) or PostgreSQL's `ts_rank_cd`, kept for "
+            "comparison (bench/RESULTS.md, ranking)."),
+    )
+    bm25_k1: float = Field(default=1.2, ge=0, le=10, description="BM25 term-frequency saturation (k1).")
+    bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 document-length normalization (b).")
+    search_speaker_weight: float = Field(
+        default=0.5, ge=0, le=4,
+        description=(
+            "What a query word found in the speaker's display name counts for, against 1 for each "
+            "occurrence in the body. 0 ranks on the body alone."),
+    )
+    search_candidate_pool: int = Field(
+        default=1000, ge=0, le=100_000,
+        description=(
+            "Most messages scored per search: candidates come from the query's rarest terms first, "
+            "the most recent when one term alone matches more. 0 scores every match (exhaustive)."),
+    )
+    maintenance_interval_s: float = Field(
+        default=5.0, gt=0,
+        description=(
+            "How often the API folds pending BM25 statistics and advances a workspace's background "
+            "reindex (after a change of its text search configuration)."),
+    )
+    reindex_batch_size: int = Field(
+        default=2000, ge=1, description="Documents rebuilt per transaction by a background reindex."
     )
     page_limit_default: int = Field(
         default=20, ge=1, description="Sessions per page when a request names no limit."

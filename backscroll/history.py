@@ -22,7 +22,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from . import hybrid
+from . import hybrid, ranking
 from .config import Settings
 from .errors import NotFound
 from .gateway import Gateway
@@ -211,6 +211,7 @@ select count(*) as n from (
 SEARCH = """
 with q as (
     select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq,
+           backscroll_or_query(%(cfg)s::regconfig, %(gen_terms)s::text[]) as gen_tsq,
            array(select backscroll_or_query(%(cfg)s::regconfig, array[t])
                    from unnest(%(terms)s::text[]) as t) as each_term
 ),
@@ -218,16 +219,23 @@ vec as (
     select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
 ),
 matches as materialized (
-    select s.message_id, s.conversation_id, s.created_at, ts_rank_cd(s.tsv, q.tsq, 32) as lexical
+    select s.message_id, s.conversation_id, s.created_at, s.tsv, s.doc_len,
+           case when %(bm25)s then 0
+                else ts_rank_cd(%(rank_weights)s::float4[], s.tsv, q.tsq, 32) end::float8 as cd
       from message_search s cross join q
-     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.tsq
+     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.gen_tsq
        and (%(min_match)s::int <= 1
             or (select count(*) from unnest(q.each_term) as t(tq) where s.tsv @@ t.tq) >= %(min_match)s::int)
+     order by s.created_at desc, s.message_id desc
+     limit %(pool)s
 ),
+bm25 as materialized (BM25_SCORES),
 candidates as materialized (
-    select x.message_id, x.conversation_id, x.created_at, x.lexical, true as lexical_match from matches x
+    select x.message_id, x.conversation_id, x.created_at,
+           case when %(bm25)s then coalesce(b.bm25, 0) else x.cd end as lexical, true as lexical_match
+      from matches x left join bm25 b on b.message_id = x.message_id
     union all
-    select s.message_id, s.conversation_id, s.created_at, 0::real, false
+    select s.message_id, s.conversation_id, s.created_at, 0::float8, false
       from vec join message_search s on s.message_id = vec.id
      where s.agent_id = %(agent)s::bigint
        and not exists (select 1 from matches x where x.message_id = vec.id)
@@ -339,7 +347,8 @@ select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.re
 union all
 select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-""".replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS)
+""".replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS).replace(
+    "BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "matches"))
 
 # Neighbours: up to two eligible messages on either side of a hit, in the same conversation,
 # passing the same predicates as hits. Walked through the conversation's index in order, so
@@ -508,11 +517,12 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
                    request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
-                   gateway: Gateway | None = None) -> dict:
+                   gateway: Gateway | None = None, rank: ranking.Ranking | None = None) -> dict:
     """Run one search for a turn; record its results as evidence and write its audit row.
 
     Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
-    without settings or without a model."""
+    without settings or without a model. The lexical ranking is `rank`, else the settings'."""
+    rank = rank or ranking.Ranking.from_settings(settings)
     turn = load_turn(conn, workspace_id, request.turn_id)
     if agent_ids is not None and turn.agent_id not in agent_ids:
         raise NotFound(f"no turn {request.turn_id}")
@@ -533,7 +543,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     if remaining <= 0:
         audit("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS})
         return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
-                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None}
+                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None,
+                "ranking": rank.method}
 
     # The one query embedding (a gateway call attributed to the searcher's workspace), or why not.
     qv = hybrid.embed_query(conn, settings, turn.workspace_id, request.query, gateway=gateway)
@@ -548,6 +559,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     speakers = _speakers(conn, turn, request.filters, requester_ids)
     in_context = evidence_ids(conn, turn.id)
     terms = split_terms(request.query)
+    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms)
+    generating = [terms[i] for i in ranking.generating_terms(stats.term_df, rank.pool)]
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
@@ -557,6 +570,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
         "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_match": 0,
+        "gen_terms": generating, "pool": rank.pool or None, **stats.params(rank),
         **turn.destination_params(),
     }
     if qv.usable:
@@ -628,4 +642,5 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "budget": {"evidence": used + len(evidence), "cap": EVIDENCE_CAP},
         "mode": qv.mode,
         "degradation": qv.degradation,
+        "ranking": rank.method,
     }

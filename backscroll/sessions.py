@@ -14,7 +14,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from . import hybrid
+from . import hybrid, ranking
 from .auth import Principal
 from .config import Settings
 from .cursor import CursorCodec, fingerprint
@@ -133,23 +133,35 @@ with title_hits as (
             or (c.creator_actor_id = %(actor)s
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
 ),
-content_matches as (
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ) as score
-      from message_search s
-     where s.agent_id = any(%(agents)s::bigint[])
-       and s.tsv @@ (select TSQ)
-       and querytree(TSQ) not in ('T', '')
+content_candidates as materialized (
+    (select s.conversation_id, s.message_id, s.tsv, s.doc_len
+       from message_search s
+      where s.agent_id = any(%(agents)s::bigint[])
+        and s.tsv @@ (select TSQ)
+        and querytree(TSQ) not in ('T', '')
+      order by s.created_at desc, s.message_id desc
+      limit %(pool)s)
     union all
-    select s.conversation_id, s.message_id, ts_rank_cd(s.tsv, TSQ)
-      from message_search s
-      join conversations c on c.id = s.conversation_id
-     where c.creator_actor_id = %(actor)s
-       and c.workspace_id = %(ws)s
-       and not (c.agent_id = any(%(agents)s::bigint[]))
-       and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
-       and s.agent_id = any(%(other_agents)s::bigint[])
-       and s.tsv @@ TSQ
-       and querytree(TSQ) not in ('T', '')
+    (select s.conversation_id, s.message_id, s.tsv, s.doc_len
+       from message_search s
+       join conversations c on c.id = s.conversation_id
+      where c.creator_actor_id = %(actor)s
+        and c.workspace_id = %(ws)s
+        and not (c.agent_id = any(%(agents)s::bigint[]))
+        and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
+        and s.agent_id = any(%(other_agents)s::bigint[])
+        and s.tsv @@ TSQ
+        and querytree(TSQ) not in ('T', '')
+      order by s.created_at desc, s.message_id desc
+      limit %(pool)s)
+),
+bm25 as materialized (BM25_SCORES),
+content_matches as (
+    select x.conversation_id, x.message_id,
+           case when %(bm25)s then coalesce(b.bm25, 0)
+                else ts_rank_cd(%(rank_weights)s::float4[], x.tsv, TSQ) end as score
+      from content_candidates x
+      left join bm25 b on b.message_id = x.message_id
 ),
 best_content as (
     select distinct on (conversation_id) conversation_id, message_id, score
@@ -209,7 +221,7 @@ select"""
   left join messages m on m.id = p.message_id
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
 """
-).replace("TSQ", TSQUERY)
+).replace("TSQ", TSQUERY).replace("BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "content_candidates"))
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content
 # search (the reader's agents, or the reader's own conversations with any agent of the
@@ -302,6 +314,8 @@ class Scope:
     # conversations are still narrowed by creator, workspace and filter.
     other_agent_ids: list[int]
     ts_config: str | None  # the workspace's text search configuration
+    # Every agent of the workspace: BM25's document frequencies are the workspace's.
+    workspace_agent_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -334,7 +348,8 @@ def resolve_scope(conn: psycopg.Connection, principal: Principal, agent: str | N
     agent_ids = list(row["agent_ids"])
     others = [a for a in row["workspace_agents"]
               if a not in agent_ids and (only_agent is None or a == only_agent)]
-    return Scope(principal.workspace_id, principal.actor_id, agent_ids, only_agent, others, row["ts_config"])
+    return Scope(principal.workspace_id, principal.actor_id, agent_ids, only_agent, others, row["ts_config"],
+                 tuple(row["workspace_agents"]))
 
 
 def _session(row: dict) -> dict:
@@ -454,11 +469,13 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
            limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
-           ledger: psycopg.Connection | None = None) -> dict:
+           ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None) -> dict:
     """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
 
     Title matches come first; below them, content and semantic matches are fused by reciprocal
-    rank when a query vector is available, and ranked by content score alone otherwise."""
+    rank when a query vector is available, and ranked by content score alone otherwise (BM25 or
+    ts_rank_cd: `rank`, else the settings')."""
+    rank = rank or ranking.Ranking.from_settings(settings)
     fp = fingerprint("search", q, scope.only_agent)
     after = [3, math.inf, math.inf, MAX_ID]  # before every row
     kind = None
@@ -475,6 +492,8 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
     nearest = vector_candidates(conn, scope, agents, qv, settings) if qv.usable else []
+    stats = ranking.query_stats(conn, list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids]),
+                                scope.ts_config or "simple", [q])
     rows = conn.execute(
         SEARCH,
         {
@@ -499,6 +518,8 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
             "rrf_k": hybrid.RRF_K,
             "vector_conversations": [r["conversation_id"] for r in nearest],
             "vector_messages": [r["message_id"] for r in nearest],
+            "pool": rank.pool or None,
+            **stats.params(rank),
         },
     ).fetchall()
     more = len(rows) > limit
@@ -518,7 +539,8 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         last = rows[-1]
         nxt = codec.encode(FUSED_CURSOR if qv.usable else LEXICAL_CURSOR, fp,
                            [last["tier"], last["score"], last["content_score"], last["id"]])
-    return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation}
+    return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation,
+            "ranking": rank.method}
 
 
 def _search_position(position: object) -> list:

@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..config import Settings
 from ..db import make_pool
+from ..maintenance import Maintenance
 from ..web import routes as web_routes
 from . import errors
 from . import health, history_routes
@@ -69,12 +70,14 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     async def lifespan(app: FastAPI):
         pool = make_pool(database_url, settings)
         read_pool = None
+        upkeep = Maintenance(database_url, settings.maintenance_interval_s, settings.reindex_batch_size).start()
         try:
             if settings.database_read_url is not None:
                 read_pool = make_pool(settings.database_read_url.get_secret_value(), settings, name="backscroll-read")
             app.state.service = Service(settings, pool, read_pool)
             yield
         finally:
+            upkeep.close()
             if read_pool is not None:
                 read_pool.close()
             pool.close()

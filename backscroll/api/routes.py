@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .. import ingest, links, memories, sessions
+from .. import ingest, links, maintenance, memories, sessions
 from .. import status as search_status
 from ..auth import TokenKind
 from ..errors import BadRequest
@@ -178,3 +179,28 @@ def revoke_link(request: Request, svc: Svc, link_id: Id):
     with svc.session(request, TokenKind.ingest) as (conn, principal):
         links.revoke(conn, principal.workspace_id, link_id)
     return {"id": link_id, "revoked": True}
+
+
+Slug = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", description="workspace slug")]
+
+
+class SearchSettingsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text_search_config: str | None = Field(
+        default=None, max_length=63, pattern=r"^[a-z_][a-z0-9_]*$",
+        description="simple (any language, no stemming) or one PostgreSQL ships: english, french, german, ...")
+    speaker_names: bool | None = Field(default=None, description="Speaker names in documents (weight class A)")
+
+
+@router.get("/v1/workspaces/{slug}/search-settings", tags=["admin"],
+            summary="A workspace's text search configuration, and the rebuild in progress if any")
+def get_search_settings(request: Request, svc: Svc, slug: Slug):
+    with svc.session(request, TokenKind.admin) as (conn, _):
+        return maintenance.language(conn, slug).as_dict()
+
+
+@router.put("/v1/workspaces/{slug}/search-settings", tags=["admin"], status_code=202,
+            summary="Change a workspace's text search configuration; documents are rebuilt in the background")
+def put_search_settings(request: Request, svc: Svc, slug: Slug, body: SearchSettingsIn):
+    with svc.session(request, TokenKind.admin) as (conn, _):
+        return maintenance.request_reindex(conn, slug, body.text_search_config, body.speaker_names).as_dict()

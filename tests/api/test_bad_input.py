@@ -10,7 +10,7 @@ import pytest
 from tests.api.support import assert_error, conversation_body, snapshot
 from tests.world import bearer, client
 
-SEARCH_KEYS = {"sessions", "next", "mode", "degradation"}  # a search also says how it ranked
+SEARCH_KEYS = {"sessions", "next", "mode", "degradation", "ranking"}  # a search also says how it ranked
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ def _page(http, token, **params) -> dict:
     assert r.status_code == 200, r.text
     body = r.json()
     # A search also says how it ranked: lexical, hybrid or degraded (and why).
-    assert set(body) == ({"sessions", "next", "mode", "degradation"} if params.get("q") else {"sessions", "next"}), body
+    assert set(body) == ({"sessions", "next", "mode", "degradation", "ranking"} if params.get("q") else {"sessions", "next"}), body
     assert body["next"] is None or (isinstance(body["next"], str) and body["next"])
     for session in body["sessions"]:
         assert SESSION_KEYS <= set(session), session

@@ -63,6 +63,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from backscroll import history, ingest, links, turns
+from tests.ranking_reference import bm25_reference
 
 pytestmark = [pytest.mark.privacy, pytest.mark.lineage]
 
@@ -736,13 +737,13 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
 
     # Ranking: no eligible matching message left out scores above the lowest hit.
     if eligible:
-        tsq = " | ".join(sorted(query_words))
+        bm25 = bm25_reference(conn, [turn.agent], query_words)
         rows = conn.execute(
-            "select s.message_id as id, ts_rank_cd(s.tsv, to_tsquery('simple', %s), 32) as lexical,"
-            "       extract(epoch from (now() - m.created_at))::float8 as age"
+            "select s.message_id as id, extract(epoch from (now() - m.created_at))::float8 as age"
             "  from message_search s join messages m on m.id = s.message_id where s.message_id = any(%s)",
-            (tsq, sorted(eligible))).fetchall()
+            (sorted(eligible),)).fetchall()
         assert {r["id"] for r in rows} == eligible
+        rows = [{**r, "lexical": bm25[r["id"]]} for r in rows]
         spoke = {m.conv for m in model.msgs.values() if m.speaker is not None and m.speaker in turn.requester_ids}
         w = history.WEIGHTS
         scores, features = {}, {}

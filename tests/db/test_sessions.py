@@ -621,7 +621,7 @@ def title_tier(world) -> tuple[World, dict[str, int]]:
     """Titles that match "rose" equally well; some conversations also say it, more or less often."""
     convs = {}
     for name, says in (("title-only-a", None), ("says-once", "a rose"), ("title-only-b", None),
-                       ("says-thrice", "rose, rose and rose"), ("title-only-c", None), ("says-twice", "rose rose"),
+                       ("says-thrice", "rose, rose, rose"), ("title-only-c", None), ("says-twice", "rose rose"),
                        ("says-tulip", "a tulip")):
         convs[name] = world.conversation(WS, "concierge", name, "The rose room")
         if says:
@@ -699,7 +699,7 @@ def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
             return w.conn.execute(query, params)
 
     sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS)
-    [(query, params)] = statements
+    [(query, params)] = [s for s in statements if s[0] is sessions.SEARCH]
     plan = "\n".join(r["QUERY PLAN"] for r in w.conn.execute("explain " + query, params).fetchall())
     assert "message_search" not in plan
 

@@ -1,0 +1,151 @@
+"""Lexical ranking for both searches: BM25 over the sidecar's documents (the default) or
+PostgreSQL's ts_rank_cd, and the bounded candidate pool.
+
+BM25 (Robertson/Spärck Jones, Lucene's idf) scores a message by the query's lexemes:
+
+    score = sum over lexemes t of  idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))
+    idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+tf counts the lexeme's positions in the body, plus `speaker_weight` for each in the speaker's
+name (the document's weight class A); len is the body's length in tokens; N, avglen and df(t)
+are kept per agent by migration 0009 (exact at every moment: folded counts plus pending deltas)
+and summed over the scope's agents: one agent for search_history, the reader's workspace for
+session search. A word in most messages ("the", "de", "der") gets an idf near zero in any
+language, so no stopword list is needed.
+
+Candidates are bounded before anything is scored: the query's terms are taken rarest first
+(by document frequency) while their matches fit the pool, and only messages matching those
+terms are candidates; the frequent terms still add to the score of every candidate. When even
+the rarest term matches more than the pool, the most recent of its matches are taken. All of
+this runs inside the statements that already carry the eligibility predicates: bounding
+changes what is ranked, never what may be seen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import psycopg
+
+from .config import Settings
+
+METHODS = ("bm25", "ts_rank_cd")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    method: str = "bm25"
+    k1: float = 1.2
+    b: float = 0.75
+    speaker_weight: float = 0.5
+    pool: int = 1000            # candidates scored at most; 0: every match (exhaustive)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None) -> Ranking:
+        if settings is None:
+            return cls()
+        return cls(method=settings.search_ranking, k1=settings.bm25_k1, b=settings.bm25_b,
+                   speaker_weight=settings.search_speaker_weight, pool=settings.search_candidate_pool)
+
+    @property
+    def rank_weights(self) -> list[float]:
+        """ts_rank_cd's weights {D, C, B, A}: the body at its default (0.1), the name scaled alike."""
+        return [0.1, 0.2, 0.4, 0.1 * self.speaker_weight]
+
+
+# Each term's lexemes in the workspace's configuration (a quoted phrase has several; a word the
+# configuration drops as a stopword has none).
+TERM_LEXEMES = """
+select t.i::int as i,
+       array(select distinct u.lexeme from unnest(to_tsvector(%(cfg)s::regconfig, t.term)) u order by 1) as lexemes
+  from unnest(%(terms)s::text[]) with ordinality as t(term, i)
+ order by t.i
+"""
+# Document frequencies of some lexemes over some agents: folded counts plus pending deltas.
+TERM_DF = """
+select l.lexeme,
+       coalesce((select sum(t.df) from search_term_stats t
+                  where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme), 0)
+     + coalesce((select sum(d.delta) from search_term_deltas d
+                  where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
+  from unnest(%(lexemes)s::text[]) as l(lexeme)
+"""
+DOC_STATS = """
+select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
+  from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+        union all
+        select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
+"""
+
+# BM25 of the candidates in CTE BM25_SOURCE (message_id, tsv, doc_len). Each row's document is
+# cut down to the query's lexemes first (ts_delete twice, in C), so the per-row unnest costs the
+# few lexemes that match, not the whole document. tf counts a lexeme's body positions (weight
+# D) as 1 and its positions in the speaker's name (weight A) as speaker_weight.
+BM25_SCORES = """
+select x.message_id,
+       coalesce(sum(q.idf * u.tf * (%(k1)s + 1)
+                    / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * x.doc_len / %(avgdl)s))), 0)::float8 as bm25
+  from BM25_SOURCE x
+  left join lateral (
+        select v.lexeme,
+               cardinality(v.weights) - (1 - %(speaker_weight)s) * cardinality(array_positions(v.weights, 'A')) as tf
+          from unnest(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))) v) u on true
+  left join unnest(%(lexemes)s::text[], %(idf)s::float8[]) as q(lexeme, idf) on q.lexeme = u.lexeme
+ where %(bm25)s
+ group by x.message_id
+"""
+
+
+def idf(docs: int, df: int) -> float:
+    """Lucene's BM25 idf: positive for every df, near zero for a lexeme in every document."""
+    df = max(0, min(df, docs))
+    return math.log(1 + (docs - df + 0.5) / (df + 0.5))
+
+
+def generating_terms(term_df: list[int], pool: int) -> list[int]:
+    """Indexes of the terms that generate candidates: rarest first, while their matches fit
+    `pool` (always at least one). A pool of 0 keeps every term (exhaustive)."""
+    order = sorted(range(len(term_df)), key=lambda i: (term_df[i], i))
+    if pool <= 0:
+        return sorted(order)
+    chosen: list[int] = []
+    total = 0
+    for i in order:
+        if chosen and total + term_df[i] > pool:
+            break
+        chosen.append(i)
+        total += term_df[i]
+    return sorted(chosen)
+
+
+@dataclass(frozen=True)
+class QueryStats:
+    lexemes: list[str]
+    idf: list[float]
+    avgdl: float
+    docs: int
+    term_df: list[int]          # per term: the smallest df of its lexemes (0 for no lexeme)
+
+    def params(self, ranking: Ranking) -> dict:
+        return {"bm25": ranking.method == "bm25", "k1": ranking.k1, "b": ranking.b,
+                "speaker_weight": ranking.speaker_weight, "rank_weights": ranking.rank_weights,
+                "lexemes": self.lexemes, "idf": self.idf, "avgdl": self.avgdl}
+
+
+def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str]) -> QueryStats:
+    """The statistics BM25 and the candidate bound need, for `terms` over `agents`."""
+    per_term = [r["lexemes"] for r in conn.execute(TERM_LEXEMES, {"cfg": cfg, "terms": terms}).fetchall()]
+    lexemes = sorted({lx for lxs in per_term for lx in lxs})
+    df = {r["lexeme"]: int(r["df"]) for r in conn.execute(TERM_DF, {"agents": agents, "lexemes": lexemes})} \
+        if lexemes else {}
+    stats = conn.execute(DOC_STATS, {"agents": agents}).fetchone()
+    docs = int(stats["docs"])
+    avgdl = (stats["total_len"] / docs) if docs else 1.0
+    return QueryStats(
+        lexemes=lexemes,
+        idf=[idf(docs, df[lx]) for lx in lexemes],
+        avgdl=max(avgdl, 1.0),
+        docs=docs,
+        term_df=[min((df[lx] for lx in lxs), default=0) for lxs in per_term],
+    )
