@@ -81,7 +81,9 @@ select s.message_id, m.created_at
  limit %(limit)s
 """
 LOCK_BATCH = """
-select m.id as message_id, c.workspace_id, m.body, m.role::text as role, c.title
+select m.id as message_id, c.workspace_id, m.body, m.role::text as role, c.title,
+       (select a.display_name from actors a join workspaces w on w.id = c.workspace_id
+         where a.id = m.speaker_actor_id and w.speaker_names) as speaker
   from messages m
   join conversations c on c.id = m.conversation_id
   join message_search s on s.message_id = m.id

@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 IDLE_MAX_S = 60.0
 
 CLAIM = """
-select o.message_id, o.attempts, c.workspace_id, m.body, m.role::text as role, c.title
+select o.message_id, o.attempts, c.workspace_id, m.body, m.role::text as role, c.title,
+       (select a.display_name from actors a join workspaces w on w.id = c.workspace_id
+         where a.id = m.speaker_actor_id and w.speaker_names) as speaker
   from embedding_outbox o
   join messages m on m.id = o.message_id
   join conversations c on c.id = m.conversation_id
@@ -78,9 +80,11 @@ select count(*) filter (where parked_at is null) as pending,
 
 
 def document_text(row: Mapping, max_chars: int = 2000) -> str:
-    """What is embedded for a message: the start of its body. (The row also carries the role and
-    the conversation title, for a richer document later.)"""
-    return row["body"][:max_chars]
+    """What is embedded for a message: its speaker's name (when the workspace puts names in
+    documents), then the start of its body. People ask what a person said, and a person's own
+    messages rarely contain their name. (The row also carries the role and the title.)"""
+    speaker = (row.get("speaker") or "").strip()
+    return (f"{speaker}: {row['body']}" if speaker else row["body"])[:max_chars]
 
 
 @dataclass

@@ -78,6 +78,29 @@ create trigger messages_index_after_update
     after update of body, state, role, created_at, speaker_actor_id on messages
     for each row execute function backscroll_index_message();
 
+-- A renamed person's documents follow the new name (names rarely change; the rewrite is one
+-- statement through messages_speaker).
+create function backscroll_reindex_speaker() returns trigger
+language plpgsql as $$
+begin
+    update message_search s
+       set tsv = backscroll_document(w.ts_config, case when w.speaker_names then new.display_name end, m.body),
+           tsv_next = case when w.ts_config_next is not null
+                           then backscroll_document(w.ts_config_next,
+                                                    case when w.speaker_names_next then new.display_name end, m.body)
+                      end
+      from messages m
+      join conversations c on c.id = m.conversation_id
+      join workspaces w on w.id = c.workspace_id
+     where m.speaker_actor_id = new.id and s.message_id = m.id;
+    return null;
+end $$;
+
+create trigger actors_reindex_after_update
+    after update of display_name on actors
+    for each row when (old.display_name is distinct from new.display_name)
+    execute function backscroll_reindex_speaker();
+
 -- 3. BM25 statistics per agent (search_history's scope; session search sums a workspace's
 -- agents): document frequency per lexeme, and documents and total length. Writers only append
 -- signed deltas, from statement-level triggers over transition tables, so concurrent ingestion

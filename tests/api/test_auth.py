@@ -48,6 +48,8 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/"): PUBLIC,
     ("GET", "/c/{conversation}"): PUBLIC,
     ("GET", "/static/{name}"): PUBLIC,
+    ("GET", "/v1/workspaces/{slug}/search-settings"): frozenset({"admin"}),
+    ("PUT", "/v1/workspaces/{slug}/search-settings"): frozenset({"admin"}),
     ("GET", "/healthz"): PROBE,
     ("GET", "/readyz"): PROBE,
 }
@@ -103,6 +105,8 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
         ident = ids["msg"]
     elif template == "/static/{name}":
         ident = "app.js"
+    elif "{slug}" in template:
+        ident = "acme"
     else:
         ident = ids["conv"]
     path = fill(template, ident)
@@ -116,6 +120,7 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
                                          "b": {"namespace": "slack:acme", "external_id": "U1"}, "proof": "otp-1"},
         ("POST", "/v1/turns"): {"agent": "concierge", "conversation_id": ids["conv"]},
         ("POST", "/v1/tools/search_history"): {"turn_id": ids["turn"], "query": "rose"},
+        ("PUT", "/v1/workspaces/{slug}/search-settings"): {"text_search_config": "english"},
         ("POST", "/v1/turns/{turn_id}/reply"): {"body": "It is booked."},
         ("POST", "/v1/turns/{turn_id}/memories"): {"body": "The Rose Room", "source_message_ids": [ids["msg"]]},
     }.get((method, template))

