@@ -105,7 +105,9 @@ select"""
 # same narrowing. A title hit ranks above a content-only hit (tier 2 over tier 1). Within the
 # title tier: by title similarity (word_similarity), then by the conversation's best content
 # rank, so a conversation whose contents match too comes before one that matches on its title
-# only (content_score -1); within the content tier by ts_rank_cd. Then by id.
+# only (content_score -1); within the content tier by the content score: BM25 (or ts_rank_cd,
+# `ranking`) of the conversation's best message among at most `pool` candidates, the most recent
+# matches (a common word must not make every message of the workspace a candidate). Then by id.
 #
 # With a query vector (an embeddings model configured and answering), the content tier also
 # holds semantic hits: the vector list (SEMANTIC_EXACT / SEMANTIC_HNSW, under the same narrowing,
