@@ -68,7 +68,7 @@ class Settings(BaseSettings):
             "occurrence in the body. 0 ranks on the body alone."),
     )
     search_candidate_pool: int = Field(
-        default=1000, ge=0, le=100_000,
+        default=500, ge=0, le=100_000,
         description=(
             "Most messages scored per search: candidates come from the query's rarest terms first, "
             "the most recent when one term alone matches more. 0 scores every match (exhaustive)."),

@@ -225,6 +225,7 @@ matches as materialized (
                 else ts_rank_cd(%(rank_weights)s::float4[], s.tsv, q.tsq, 32) end::float8 as cd
       from message_search s cross join q
      where s.agent_id = %(agent)s::bigint and s.tsv @@ q.gen_tsq
+       and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
        and (%(min_match)s::int <= 1
             or (select count(*) from unnest(q.each_term) as t(tq) where s.tsv @@ t.tq) >= %(min_match)s::int)
      order by s.created_at desc, s.message_id desc
@@ -561,7 +562,13 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     in_context = evidence_ids(conn, turn.id)
     terms = split_terms(request.query)
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms)
-    generating = [terms[i] for i in ranking.generating_terms(stats.term_df, rank.pool)]
+    chosen = ranking.generating_terms(stats.term_df, rank.pool)
+    generating = [terms[i] for i in chosen]
+    window = ranking.recent_window(sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
+    since = None
+    if window is not None:
+        row = conn.execute(ranking.AGENT_SINCE, {"agent": turn.agent_id, "k": window}).fetchone()
+        since = row["created_at"] if row else None
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
@@ -571,7 +578,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
         "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_match": 0,
-        "gen_terms": generating, "pool": rank.pool or None, **stats.params(rank),
+        "gen_terms": generating, "pool": rank.pool or None, "since": since, **stats.params(rank),
         **turn.destination_params(),
     }
     if qv.usable:

@@ -39,7 +39,7 @@ class Ranking:
     k1: float = 1.2
     b: float = 0.75
     speaker_weight: float = 0.5
-    pool: int = 1000            # candidates scored at most; 0: every match (exhaustive)
+    pool: int = 500             # candidates scored at most; 0: every match (exhaustive)
 
     @classmethod
     def from_settings(cls, settings: Settings | None) -> Ranking:
@@ -95,6 +95,37 @@ select x.message_id,
  where %(bm25)s
  group by x.message_id
 """
+
+
+# How far back the window of recent messages reaches, for a scope: the created_at of its k-th most
+# recent document, by the recency indexes of migration 0009 (index-only walks of k entries for
+# one agent; of k / the scope's share of the workspace for several).
+AGENT_SINCE = """
+select s.created_at from message_search s
+ where s.agent_id = %(agent)s::bigint
+ order by s.created_at desc
+offset %(k)s limit 1
+"""
+SCOPE_SINCE = """
+select s.created_at from message_search s
+ where s.workspace_id = %(ws)s and s.agent_id = any(%(agents)s::bigint[])
+ order by s.created_at desc
+offset %(k)s limit 1
+"""
+WINDOW_SLACK = 2.0      # the window holds about this many times the pool's worth of matches
+WINDOW_WORTH_IT = 0.5   # a window over more than this share of the scope saves too little
+
+
+def recent_window(matches: int, docs: int, pool: int) -> int | None:
+    """How many of the scope's most recent documents to read candidates from, when `matches`
+    (of `docs`) exceed the pool: about WINDOW_SLACK pools' worth of matches, if matches are
+    spread evenly in time. None: read every match."""
+    if pool <= 0 or matches <= pool or docs <= 0:
+        return None
+    share = WINDOW_SLACK * pool / matches
+    if share >= WINDOW_WORTH_IT:
+        return None
+    return math.ceil(docs * share)
 
 
 def idf(docs: int, df: int) -> float:

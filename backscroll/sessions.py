@@ -141,6 +141,7 @@ content_candidates as materialized (
       where s.agent_id = any(%(agents)s::bigint[])
         and s.tsv @@ (select TSQ)
         and querytree(TSQ) not in ('T', '')
+        and (%(since)s::timestamptz is null or (s.workspace_id = %(ws)s and s.created_at >= %(since)s))
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
     union all
@@ -154,6 +155,7 @@ content_candidates as materialized (
         and s.agent_id = any(%(other_agents)s::bigint[])
         and s.tsv @@ TSQ
         and querytree(TSQ) not in ('T', '')
+        and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
 ),
@@ -496,6 +498,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     nearest = vector_candidates(conn, scope, agents, qv, settings) if qv.usable else []
     stats = ranking.query_stats(conn, list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids]),
                                 scope.ts_config or "simple", [q])
+    since = _recent_window_start(conn, scope, agents, q, rank)
     rows = conn.execute(
         SEARCH,
         {
@@ -521,6 +524,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
             "vector_conversations": [r["conversation_id"] for r in nearest],
             "vector_messages": [r["message_id"] for r in nearest],
             "pool": rank.pool or None,
+            "since": since,
             **stats.params(rank),
         },
     ).fetchall()
@@ -543,6 +547,25 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
                            [last["tier"], last["score"], last["content_score"], last["id"]])
     return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation,
             "ranking": rank.method}
+
+
+def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], q: str,
+                         rank: ranking.Ranking) -> datetime | None:
+    """Where the window of recent messages starts when the query's matches in the reader's agents
+    exceed the pool (a common word): content candidates are read from that window only. A query
+    ANDs its words, so its matches are at most its rarest word's; the reader's own
+    conversations with other agents are windowed alike."""
+    if rank.pool <= 0 or not agents:
+        return None
+    mine = ranking.query_stats(conn, agents, scope.ts_config or "simple", [q])
+    window = ranking.recent_window(min(mine.term_df, default=0), mine.docs, rank.pool)
+    if window is None:
+        return None
+    if len(agents) == 1:
+        row = conn.execute(ranking.AGENT_SINCE, {"agent": agents[0], "k": window}).fetchone()
+    else:
+        row = conn.execute(ranking.SCOPE_SINCE, {"ws": scope.workspace_id, "agents": agents, "k": window}).fetchone()
+    return row["created_at"] if row else None
 
 
 def _search_position(position: object) -> list:

