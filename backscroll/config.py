@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     bm25_k1: float = Field(default=1.2, ge=0, le=10, description="BM25 term-frequency saturation (k1).")
     bm25_b: float = Field(default=0.75, ge=0, le=1, description="BM25 document-length normalization (b).")
     search_speaker_weight: float = Field(
-        default=0.5, ge=0, le=4,
+        default=1.0, ge=0, le=4,
         description=(
             "What a query word found in the speaker's display name counts for, against 1 for each "
             "occurrence in the body. 0 ranks on the body alone."),

@@ -13,7 +13,6 @@ reciprocal rank; how it degrades is in `hybrid`.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -42,12 +41,15 @@ RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
 VECTOR_K = 50               # vector candidates fused with the lexical list
 # Fused with a vector list, a message enters the lexical list only when it matches at least this
-# share of a query of MIN_MATCH_TERMS terms or more. The words are OR'd (an agent's query is a
-# sentence), and rank fusion sees ranks, not scores: without it, messages that share only "of" and
-# "room" with "bathtub overflow soaked ceiling of room below" outrank the one the vector list found
-# (bench/RESULTS.md, semantic search). Lexical search alone keeps every match.
+# share of a query of MIN_MATCH_TERMS terms or more, each term weighted by its idf (so "what",
+# "did" and "the" count for almost nothing, and a rare name for much). The words are OR'd (an
+# agent's query is a sentence), and rank fusion sees ranks, not scores: without it, messages that
+# share only "of" and "room" with "bathtub overflow soaked ceiling of room below" outrank the one
+# the vector list found (bench/RESULTS.md, semantic search and ranking). Lexical search alone
+# keeps every match. MIN_MATCH_WEIGHTED = False counts terms alike (the rule before BM25).
 MIN_MATCH_SHARE = 0.5
 MIN_MATCH_TERMS = 3
+MIN_MATCH_WEIGHTED = True
 
 
 class ActorFilter(BaseModel):
@@ -226,8 +228,9 @@ matches as materialized (
       from message_search s cross join q
      where s.agent_id = %(agent)s::bigint and s.tsv @@ q.gen_tsq
        and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
-       and (%(min_match)s::int <= 1
-            or (select count(*) from unnest(q.each_term) as t(tq) where s.tsv @@ t.tq) >= %(min_match)s::int)
+       and (%(min_mass)s::float8 <= 0
+            or (select coalesce(sum(t.weight), 0) from unnest(q.each_term, %(term_weights)s::float8[]) as t(tq, weight)
+                 where s.tsv @@ t.tq) >= %(min_mass)s::float8)
      order by s.created_at desc, s.message_id desc
      limit %(pool)s
 ),
@@ -577,7 +580,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_match": 0,
+        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_mass": 0.0,
+        "term_weights": [0.0] * len(terms),
         "gen_terms": generating, "pool": rank.pool or None, "since": since, **stats.params(rank),
         **turn.destination_params(),
     }
@@ -585,7 +589,12 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         params["vector_ids"] = _vector_candidates(conn, qv, params, settings, exact)
         params["fused"] = bool(params["vector_ids"])
         if params["fused"] and len(terms) >= MIN_MATCH_TERMS:
-            params["min_match"] = math.ceil(len(terms) * MIN_MATCH_SHARE)
+            # A term no message of the perspective contains cannot be matched: it weighs nothing
+            # (rather than the most), or it would put the bar out of reach.
+            weights = [(ranking.idf(stats.docs, df) if MIN_MATCH_WEIGHTED else 1.0) if has and df > 0 else 0.0
+                       for df, has in zip(stats.term_df, stats.term_has_lexemes)]
+            params["term_weights"] = weights
+            params["min_mass"] = MIN_MATCH_SHARE * sum(weights) - 1e-9
     rows = conn.execute(SEARCH, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}

@@ -38,7 +38,7 @@ class Ranking:
     method: str = "bm25"
     k1: float = 1.2
     b: float = 0.75
-    speaker_weight: float = 0.5
+    speaker_weight: float = 1.0
     pool: int = 500             # candidates scored at most; 0: every match (exhaustive)
 
     @classmethod
@@ -157,6 +157,7 @@ class QueryStats:
     avgdl: float
     docs: int
     term_df: list[int]          # per term: the smallest df of its lexemes (0 for no lexeme)
+    term_has_lexemes: list[bool]
 
     def params(self, ranking: Ranking) -> dict:
         return {"bm25": ranking.method == "bm25", "k1": ranking.k1, "b": ranking.b,
@@ -179,4 +180,5 @@ def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: li
         avgdl=max(avgdl, 1.0),
         docs=docs,
         term_df=[min((df[lx] for lx in lxs), default=0) for lxs in per_term],
+        term_has_lexemes=[bool(lxs) for lxs in per_term],
     )

