@@ -589,9 +589,10 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         params["vector_ids"] = _vector_candidates(conn, qv, params, settings, exact)
         params["fused"] = bool(params["vector_ids"])
         if params["fused"] and len(terms) >= MIN_MATCH_TERMS:
-            # A term no message of the perspective contains cannot be matched: it weighs nothing
-            # (rather than the most), or it would put the bar out of reach.
-            weights = [(ranking.idf(stats.docs, df) if MIN_MATCH_WEIGHTED else 1.0) if has and df > 0 else 0.0
+            # A term no message contains still counts (a query whose words mostly occur nowhere is
+            # a paraphrase: its lexical list should be strict), but as a term of one message, not
+            # as more than any term that does occur.
+            weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                        for df, has in zip(stats.term_df, stats.term_has_lexemes)]
             params["term_weights"] = weights
             params["min_mass"] = MIN_MATCH_SHARE * sum(weights) - 1e-9

@@ -403,7 +403,7 @@ def quality(args) -> int:
                             (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
                              "query's idf (default)", hyb_s, hyb_h, hyb_d),
                             (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
-                             "query's terms that occur", hyb_s, cnt_h, cnt_d),
+                             "query's terms", hyb_s, cnt_h, cnt_d),
                             ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
                              hyb_s, all_h, all_d)]:
         results[("needles: session search", label)] = s
