@@ -26,11 +26,10 @@ import statistics
 import sys
 import time
 import warnings
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -223,31 +222,15 @@ def min_should_match(share: float, weighted: bool = True):
 def quality(args) -> int:
     import eval_dialogues
     import eval_set
-    from bench_semantic import needle_line
+    from bench_semantic import demo_with_needles
 
-    from backscroll import demo
     from backscroll.backfill import run_backfill
     from backscroll.config import Settings
-    from backscroll.db import connect
     from backscroll.gateway import Gateway
     from backscroll.local_embeddings import LocalEmbeddings
-    from backscroll.migrate import migrate
     from backscroll.vectors import register_model
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        server_url = args.database_url or start_embedded(args.out / "pg")
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(QUALITY_DB)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(QUALITY_DB)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=QUALITY_DB)
-    migrate(url)
-    conn = connect(url, autocommit=True)
-    info = demo.load_demo(conn)
-    now = datetime.now(timezone.utc)
-    for n, needle in enumerate(eval_set.NEEDLES):
-        with conn.transaction():
-            ingest.import_line(conn, ingest.workspace_id_for(conn, needle.workspace), needle_line(needle, n, now))
+    url, conn, info, now = demo_with_needles(args, QUALITY_DB)
     for dialogue in eval_dialogues.DIALOGUES:
         with conn.transaction():
             ingest.import_line(conn, ingest.workspace_id_for(conn, dialogue.workspace), dialogue_line(dialogue, now))
@@ -311,7 +294,6 @@ def quality(args) -> int:
         maintenance.fold(conn)
 
     results: dict[tuple[str, str], list[int | None]] = {}
-    kinds: dict[str, dict[str, list[str]]] = {"needles": {}, "dialogues": {}}
 
     def lexical_run(label: str, rank: Ranking) -> None:
         needle_s, needle_h, dialogue_h = [], [], []

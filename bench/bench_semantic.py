@@ -447,22 +447,22 @@ def history_quality(conn, eval_set, target_ids: dict[str, int], settings: Settin
     return out
 
 
-def quality(args) -> int:
+def demo_with_needles(args, db_name: str):
+    """A fresh database holding the demo corpus and the needles of eval_set.py: (url, connection,
+    the demo's facts, the time the needles were dated from)."""
     import eval_set
+
     from backscroll import demo
-    from backscroll.backfill import run_backfill
     from backscroll.db import connect
-    from backscroll.local_embeddings import LocalEmbeddings
     from backscroll.migrate import migrate
-    from backscroll.worker import document_text
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server_url = args.database_url or start_embedded(args.out / "pg")
     with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(QUALITY_DB)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(QUALITY_DB)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=QUALITY_DB)
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(db_name)))
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(db_name)))
+    url = psycopg.conninfo.make_conninfo(server_url, dbname=db_name)
     migrate(url)
     conn = connect(url, autocommit=True)
     info = demo.load_demo(conn)
@@ -470,6 +470,16 @@ def quality(args) -> int:
     for n, needle in enumerate(eval_set.NEEDLES):
         with conn.transaction():
             ingest.import_line(conn, ingest.workspace_id_for(conn, needle.workspace), needle_line(needle, n, now))
+    return url, conn, info, now
+
+
+def quality(args) -> int:
+    import eval_set
+    from backscroll.backfill import run_backfill
+    from backscroll.local_embeddings import LocalEmbeddings
+    from backscroll.worker import document_text
+
+    url, conn, info, now = demo_with_needles(args, QUALITY_DB)
     target_ids = {r["external_id"].removeprefix("eval-"): r["id"] for r in conn.execute(
         "select id, external_id from conversations where external_id like 'eval-%'").fetchall()}
     texts = [document_text(r) for r in conn.execute(
