@@ -54,28 +54,34 @@ class Ranking:
         return [0.1, 0.2, 0.4, 0.1 * self.speaker_weight]
 
 
-# Each term's lexemes in the workspace's configuration (a quoted phrase has several; a word the
-# configuration drops as a stopword has none).
-TERM_LEXEMES = """
-select t.i::int as i,
-       array(select distinct u.lexeme from unnest(to_tsvector(%(cfg)s::regconfig, t.term)) u order by 1) as lexemes
-  from unnest(%(terms)s::text[]) with ordinality as t(term, i)
- order by t.i
-"""
-# Document frequencies of some lexemes over some agents: folded counts plus pending deltas.
-TERM_DF = """
-select l.lexeme,
-       coalesce((select sum(t.df) from search_term_stats t
-                  where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme), 0)
-     + coalesce((select sum(d.delta) from search_term_deltas d
-                  where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
-  from unnest(%(lexemes)s::text[]) as l(lexeme)
-"""
-DOC_STATS = """
-select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
-  from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
-        union all
-        select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
+# Everything BM25 and the candidate bound need, in one round trip: each term's lexemes in the
+# workspace's configuration (a quoted phrase has several; a word the configuration drops as a
+# stopword has none), each lexeme's document frequency over the agents (folded counts plus
+# pending deltas), and the agents' documents and total length.
+QUERY_STATS = """
+with terms as (
+    select t.i,
+           array(select distinct u.lexeme from unnest(to_tsvector(%(cfg)s::regconfig, t.term)) u order by 1) as lexemes
+      from unnest(%(terms)s::text[]) with ordinality as t(term, i)
+),
+df as (
+    select l.lexeme,
+           coalesce((select sum(t.df) from search_term_stats t
+                      where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme), 0)
+         + coalesce((select sum(d.delta) from search_term_deltas d
+                      where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
+      from (select distinct x.lexeme from terms, unnest(terms.lexemes) as x(lexeme)) l
+),
+docs as (
+    select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
+      from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+            union all
+            select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
+)
+select d.docs, d.total_len,
+       (select coalesce(json_agg(t.lexemes order by t.i), '[]') from terms t) as per_term,
+       (select coalesce(json_object_agg(df.lexeme, df.df), '{}') from df) as df
+  from docs d
 """
 
 # BM25 of the candidates in CTE BM25_SOURCE (message_id, tsv, doc_len). Each row's document is
@@ -167,11 +173,10 @@ class QueryStats:
 
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str]) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`."""
-    per_term = [r["lexemes"] for r in conn.execute(TERM_LEXEMES, {"cfg": cfg, "terms": terms}).fetchall()]
-    lexemes = sorted({lx for lxs in per_term for lx in lxs})
-    df = {r["lexeme"]: int(r["df"]) for r in conn.execute(TERM_DF, {"agents": agents, "lexemes": lexemes})} \
-        if lexemes else {}
-    stats = conn.execute(DOC_STATS, {"agents": agents}).fetchone()
+    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}).fetchone()
+    per_term: list[list[str]] = stats["per_term"]
+    df = {lx: int(n) for lx, n in stats["df"].items()}
+    lexemes = sorted(df)
     docs = int(stats["docs"])
     avgdl = (stats["total_len"] / docs) if docs else 1.0
     return QueryStats(
