@@ -190,12 +190,22 @@ def migration_job(owner: Owner, spec: SearchIndexSpec) -> dict:
     return _finish(_job(migration_name(owner, spec), owner, "migrate", container, backoff_limit=3), owner)
 
 
+def _ranking_env(spec: SearchIndexSpec) -> list[dict]:
+    r = spec.ranking
+    return [{"name": "BACKSCROLL_SEARCH_RANKING", "value": r.method},
+            {"name": "BACKSCROLL_BM25_K1", "value": str(r.k1)},
+            {"name": "BACKSCROLL_BM25_B", "value": str(r.b)},
+            {"name": "BACKSCROLL_SEARCH_SPEAKER_WEIGHT", "value": str(r.speaker_weight)},
+            {"name": "BACKSCROLL_SEARCH_CANDIDATE_POOL", "value": str(r.candidate_pool)}]
+
+
 def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
     env = _database_env(spec.database.secret_ref) + [
         {"name": "BACKSCROLL_HOST", "value": "0.0.0.0"},
         {"name": "BACKSCROLL_PORT", "value": str(API_PORT)},
         # The default configuration of workspaces created in these pods (`workspaces create`).
         {"name": "BACKSCROLL_TEXT_SEARCH_CONFIG", "value": spec.text_search_config},
+        *_ranking_env(spec),
     ]
     if spec.database.read_replica_secret_ref is not None:
         # People's reads (session list, search, transcript) go to the replica; the rest to the primary.

@@ -128,11 +128,22 @@ class Embeddings(_Model):
         return self.external is None
 
 
+class Ranking(_Model):
+    # The API's lexical ranking (BACKSCROLL_SEARCH_RANKING, BACKSCROLL_BM25_K1, ...); the bounds
+    # are the API's own settings' bounds.
+    method: Literal["bm25", "ts_rank_cd"] = "bm25"
+    k1: float = Field(default=1.2, ge=0, le=10)
+    b: float = Field(default=0.75, ge=0, le=1)
+    speaker_weight: float = Field(default=1.0, ge=0, le=4)
+    candidate_pool: int = Field(default=500, ge=0, le=100_000)
+
+
 class SearchIndexSpec(_Model):
     image: str = Field(min_length=1)
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     database: Database
     text_search_config: str = Field(default="simple", pattern=r"^[a-z_][a-z0-9_.]*$")
+    ranking: Ranking = Field(default_factory=Ranking)
     api: Api = Field(default_factory=Api)
     worker: Worker = Field(default_factory=Worker)
     embeddings: Embeddings | None = None

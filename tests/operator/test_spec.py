@@ -14,6 +14,7 @@ def test_defaults():
     assert spec.database.secret_ref.key == "uri"
     assert spec.api.replicas == 2 and spec.api.service.port == 8080 and spec.worker.replicas == 1
     assert spec.text_search_config == "simple"
+    assert (spec.ranking.method, spec.ranking.k1, spec.ranking.b, spec.ranking.candidate_pool) == ("bm25", 1.2, 0.75, 500)
     assert spec.embeddings.in_cluster and spec.embeddings.server_or_default().port == 80
     assert spec.embeddings.backfill.batch_size == 32
 
@@ -26,6 +27,9 @@ def test_defaults():
     ({**BASE, "embeddings": {"dimensions": 8}}, "spec.embeddings.model"),
     ({**BASE, "api": {"replicas": -1}}, "spec.api.replicas"),
     ({**BASE, "textSearchConfig": "english; drop"}, "spec.textSearchConfig"),
+    ({**BASE, "ranking": {"method": "tfidf"}}, "spec.ranking.method"),
+    ({**BASE, "ranking": {"b": 1.5}}, "spec.ranking.b"),
+    ({**BASE, "ranking": {"candidatePool": -1}}, "spec.ranking.candidatePool"),
     ({**BASE, "embedings": {}}, "spec.embedings"),
     ({**BASE, "embeddings": {"model": "m", "dimensions": 8, "external": {"url": "ftp://x"}}},
      "spec.embeddings.external.url"),
