@@ -246,9 +246,14 @@ def cmd_import(args, settings: Settings) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise SystemExit(f"no such file: {path}")
+    from .maintenance import fold
+
     with _conn(settings) as conn:
         report = import_file(conn, path, default_workspace=args.workspace, show_progress=not args.quiet,
                              rejects_path=Path(args.rejects) if args.rejects else None)
+        # A bulk load leaves many BM25 deltas pending; fold them now rather than on the API's
+        # next round (reads are exact either way; folded ones are cheaper to read).
+        fold(conn)
     for number, reason in report.rejected:
         print(f"{path}:{number}: rejected: {reason}", file=sys.stderr)
     print(f"{report.lines} lines: {report.conversations} conversations imported, "

@@ -277,3 +277,23 @@ def test_session_search_scores_only_the_most_recent_matches_of_a_common_word(wor
     assert {s["id"] for s in bounded["sessions"]} == set(convs[-2:])
     everything = session_search(w, "note", rank=Ranking(pool=0))
     assert {s["id"] for s in everything["sessions"]} == set(convs)
+
+
+def test_a_bulk_import_folds_its_statistics(cli_env, tmp_path):
+    import json
+
+    from backscroll import cli
+    from backscroll.db import connect
+
+    lines = [{"workspace": "acme", "agent": AGENT, "connector": {"type": "web", "name": "demo"},
+              "external_id": f"bulk-{i}", "title": f"Bulk {i}", "audience": {"kind": "workspace"},
+              "messages": [{"role": "user", "body": f"the harbour venue note {i}", "external_id": f"bulk-m{i}"}]}
+             for i in range(5)]
+    path = tmp_path / "bulk.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with connect(cli_env, autocommit=True) as conn:
+        conn.execute("insert into workspaces (slug, name) values ('acme', 'Acme')")
+    assert cli.main(["import", str(path), "--quiet"]) == 0
+    with connect(cli_env, autocommit=True) as conn:
+        assert conn.execute("select count(*) as n from search_term_deltas").fetchone()["n"] == 0
+        assert conn.execute("select df from search_term_stats where lexeme = 'harbour'").fetchone()["df"] == 5
