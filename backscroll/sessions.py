@@ -114,6 +114,9 @@ select"""
 # which `semantic_hits` checks again) and the content list are fused by reciprocal rank
 # (RRF_K = 60), and that score orders the tier. A semantic-only hit shows its nearest message.
 #
+# The excerpt highlights the query's words with its ANDs read as ORs: a message matched partly on
+# its speaker's name (weight A, not in the body) still shows where the rest matched.
+#
 # The tsquery is written inline with the workspace's configuration (resolve_scope fetched it):
 # the planner sees a constant, and the final join has no CTE or workspaces to plan around. In
 # the first branch it sits behind an InitPlan, `(select ...)`, so the planner keeps agent_id in
@@ -216,7 +219,7 @@ select"""
        case when p.message_id is not null then
             ts_headline(%(ts_config)s::regconfig,
                         translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        TSQ, %(headline_options)s)
+                        replace(TSQ::text, ' & ', ' | ')::tsquery, %(headline_options)s)
        end as excerpt
   from page p
   join conversations c on c.id = p.id"""
