@@ -567,11 +567,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]
-    window = ranking.recent_window(sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
-    since = None
-    if window is not None:
-        row = conn.execute(ranking.AGENT_SINCE, {"agent": turn.agent_id, "k": window}).fetchone()
-        since = row["created_at"] if row else None
+    since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id],
+                                        sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,

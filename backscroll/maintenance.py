@@ -111,6 +111,7 @@ def fold(conn: psycopg.Connection, limit: int = FOLD_BATCH) -> int:
 
 @dataclass(frozen=True)
 class Language:
+    workspace_id: int
     workspace: str
     ts_config: str
     speaker_names: bool
@@ -136,8 +137,9 @@ def language(conn: psycopg.Connection, slug: str) -> Language:
     if row is None:
         raise NotFound(f"no workspace {slug!r}")
     progress = conn.execute(PROGRESS, {"ws": row["id"]}).fetchone() if row["ts_config_next"] else None
-    return Language(slug, row["ts_config"], row["speaker_names"], row["ts_config_next"], row["speaker_names_next"],
-                    progress["done"] if progress else 0, progress["total"] if progress else 0)
+    return Language(row["id"], slug, row["ts_config"], row["speaker_names"], row["ts_config_next"],
+                    row["speaker_names_next"], progress["done"] if progress else 0,
+                    progress["total"] if progress else 0)
 
 
 def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None = None,
@@ -156,10 +158,9 @@ def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None =
         return current
     if current.reindexing and (cfg, names) == (current.ts_config_next, current.speaker_names_next):
         return current
-    ws = conn.execute(SELECT_WORKSPACE, {"slug": slug}).fetchone()["id"]
     with conn.transaction():
-        conn.execute(REQUEST_REINDEX, {"ws": ws, "cfg": cfg, "names": names})
-        conn.execute(FORGET_REBUILT, {"ws": ws})
+        conn.execute(REQUEST_REINDEX, {"ws": current.workspace_id, "cfg": cfg, "names": names})
+        conn.execute(FORGET_REBUILT, {"ws": current.workspace_id})
     log.info("workspace %s: documents will be rebuilt with %s (speaker names %s)", slug, cfg,
              "on" if names else "off")
     return language(conn, slug)
@@ -168,6 +169,7 @@ def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None =
 @dataclass
 class Step:
     workspace: str | None = None
+    workspace_id: int | None = None
     rebuilt: int = 0
     swapped: bool = False
 
@@ -190,13 +192,13 @@ class Reindexer:
             ids = [r["message_id"] for r in conn.execute(REBUILD_BATCH, params).fetchall()]
         if ids:
             self._after[ws] = max(ids)
-            return Step(job["slug"], len(ids))
+            return Step(job["slug"], ws, len(ids))
         progress = conn.execute(PROGRESS, {"ws": ws}).fetchone()
         if params["after"] and progress["done"] < progress["total"]:
             # Rows behind the walk (locked by another rebuild, or restarted): walk again.
             self._after[ws] = 0
-            return Step(job["slug"], 0)
-        return Step(job["slug"], self._swap(conn, ws), swapped=True)
+            return Step(job["slug"], ws, 0)
+        return Step(job["slug"], ws, self._swap(conn, ws), swapped=True)
 
     def _swap(self, conn: psycopg.Connection, ws: int) -> int:
         with conn.transaction():
@@ -225,7 +227,7 @@ def reindex(conn: psycopg.Connection, batch: int, *, progress: bool = False) -> 
             if bar is None:
                 from tqdm import tqdm
 
-                total = conn.execute(PROGRESS, {"ws": _workspace_id(conn, step.workspace)}).fetchone()
+                total = conn.execute(PROGRESS, {"ws": step.workspace_id}).fetchone()
                 bar = bars[step.workspace] = tqdm(total=total["total"], initial=total["done"], unit="doc",
                                                   desc=f"reindex {step.workspace}")
             bar.update(step.rebuilt)
@@ -234,10 +236,6 @@ def reindex(conn: psycopg.Connection, batch: int, *, progress: bool = False) -> 
             if progress:
                 bars[step.workspace].close()
     return done
-
-
-def _workspace_id(conn: psycopg.Connection, slug: str) -> int:
-    return conn.execute("select id from workspaces where slug = %(slug)s", {"slug": slug}).fetchone()["id"]
 
 
 class Maintenance:

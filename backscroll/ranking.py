@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg
 
@@ -33,13 +34,18 @@ from .config import Settings
 METHODS = ("bm25", "ts_rank_cd")
 
 
+def _default(setting: str):
+    """A setting's declared default: the settings are where each is declared, once."""
+    return Settings.model_fields[setting].default
+
+
 @dataclass(frozen=True)
 class Ranking:
-    method: str = "bm25"
-    k1: float = 1.2
-    b: float = 0.75
-    speaker_weight: float = 1.0
-    pool: int = 500             # candidates scored at most; 0: every match (exhaustive)
+    method: str = _default("search_ranking")
+    k1: float = _default("bm25_k1")
+    b: float = _default("bm25_b")
+    speaker_weight: float = _default("search_speaker_weight")
+    pool: int = _default("search_candidate_pool")   # candidates scored at most; 0: every match
 
     @classmethod
     def from_settings(cls, settings: Settings | None) -> Ranking:
@@ -132,6 +138,20 @@ def recent_window(matches: int, docs: int, pool: int) -> int | None:
     if share >= WINDOW_WORTH_IT:
         return None
     return math.ceil(docs * share)
+
+
+def recent_window_start(conn: psycopg.Connection, workspace_id: int, agents: list[int], matches: int,
+                        docs: int, pool: int) -> datetime | None:
+    """Where the window of the scope's recent messages starts when `matches` (of `docs`) exceed
+    the pool; None when every match is read (see recent_window)."""
+    window = recent_window(matches, docs, pool)
+    if window is None or not agents:
+        return None
+    if len(agents) == 1:
+        row = conn.execute(AGENT_SINCE, {"agent": agents[0], "k": window}).fetchone()
+    else:
+        row = conn.execute(SCOPE_SINCE, {"ws": workspace_id, "agents": agents, "k": window}).fetchone()
+    return row["created_at"] if row else None
 
 
 def idf(docs: int, df: int) -> float:

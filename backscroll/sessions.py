@@ -499,9 +499,10 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
     nearest = vector_candidates(conn, scope, agents, qv, settings) if qv.usable else []
-    stats = ranking.query_stats(conn, list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids]),
-                                scope.ts_config or "simple", [q])
-    since = _recent_window_start(conn, scope, agents, q, rank)
+    workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
+    stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
+    since = _recent_window_start(conn, scope, agents, q, rank,
+                                 stats if sorted(agents) == sorted(workspace_agents) else None)
     rows = conn.execute(
         SEARCH,
         {
@@ -553,22 +554,17 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
 
 
 def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], q: str,
-                         rank: ranking.Ranking) -> datetime | None:
+                         rank: ranking.Ranking, stats: ranking.QueryStats | None) -> datetime | None:
     """Where the window of recent messages starts when the query's matches in the reader's agents
     exceed the pool (a common word): content candidates are read from that window only. A query
     ANDs its words, so its matches are at most its rarest word's; the reader's own
-    conversations with other agents are windowed alike."""
+    conversations with other agents are windowed alike. `stats`: the query's statistics when they
+    were already read over exactly these agents."""
     if rank.pool <= 0 or not agents:
         return None
-    mine = ranking.query_stats(conn, agents, scope.ts_config or "simple", [q])
-    window = ranking.recent_window(min(mine.term_df, default=0), mine.docs, rank.pool)
-    if window is None:
-        return None
-    if len(agents) == 1:
-        row = conn.execute(ranking.AGENT_SINCE, {"agent": agents[0], "k": window}).fetchone()
-    else:
-        row = conn.execute(ranking.SCOPE_SINCE, {"ws": scope.workspace_id, "agents": agents, "k": window}).fetchone()
-    return row["created_at"] if row else None
+    mine = stats or ranking.query_stats(conn, agents, scope.ts_config or "simple", [q])
+    return ranking.recent_window_start(conn, scope.workspace_id, agents, min(mine.term_df, default=0), mine.docs,
+                                       rank.pool)
 
 
 def _search_position(position: object) -> list:
