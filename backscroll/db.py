@@ -76,6 +76,25 @@ def database_url(settings: Settings) -> str:
     return start_embedded(settings.data_dir)
 
 
+# Server-side prepared statements only for the statements that ask (`prepare=True`): fixed
+# shapes that cost more to plan than to run (a turn, its evidence, a hit's neighbours and their
+# texts, the BM25 statistics), planned once per connection with a generic plan. The search
+# statements themselves are never prepared: their best plan depends on the reader's scope and
+# on each word's frequency, so they are planned for their parameters every time. psycopg
+# prepares nothing when the threshold is None, so "only on request" is a threshold never
+# reached; plan_cache_mode applies to prepared statements (and PL/pgSQL's cached plans) only.
+PREPARE_ON_REQUEST = 2**31 - 1
+
+
+def session_kwargs(statement_timeout_ms: int = 0) -> dict:
+    """How the API's connections are opened (benchmarks open theirs alike; 0: no timeout)."""
+    return {
+        "row_factory": dict_row,
+        "options": f"-c statement_timeout={int(statement_timeout_ms)} -c plan_cache_mode=force_generic_plan",
+        "prepare_threshold": PREPARE_ON_REQUEST,
+    }
+
+
 def connect(url: str, *, autocommit: bool = False, statement_timeout_ms: int | None = None) -> psycopg.Connection:
     options = {}
     if statement_timeout_ms:
@@ -88,13 +107,7 @@ def make_pool(url: str, settings: Settings, name: str = "backscroll") -> Connect
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        kwargs={
-            "row_factory": dict_row,
-            "options": f"-c statement_timeout={int(settings.statement_timeout_ms)}",
-            # Search queries are composed per request; a generic plan chosen for one
-            # reader's scope is a bad plan for another's, so never switch to one.
-            "prepare_threshold": None,
-        },
+        kwargs=session_kwargs(settings.statement_timeout_ms),
         open=True,
         name=name,
     )

@@ -60,6 +60,16 @@ class Ranking:
         return [0.1, 0.2, 0.4, 0.1 * self.speaker_weight]
 
 
+# The scope's documents and their total length (folded counts plus pending deltas): exact, and a
+# read of a few rows however large the scope. Also how a search sizes its scope (an exact vector
+# list for a small one, the HNSW walk for a large one) without counting the scope's messages.
+SCOPE_DOCS = """
+select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
+  from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+        union all
+        select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
+"""
+
 # Everything BM25 and the candidate bound need, in one round trip: each term's lexemes in the
 # workspace's configuration (a quoted phrase has several; a word the configuration drops as a
 # stopword has none), each lexeme's document frequency over the agents (folded counts plus
@@ -78,17 +88,12 @@ df as (
                       where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
       from (select distinct x.lexeme from terms, unnest(terms.lexemes) as x(lexeme)) l
 ),
-docs as (
-    select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
-      from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
-            union all
-            select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
-)
+docs as (SCOPE_DOCS)
 select d.docs, d.total_len,
        (select coalesce(json_agg(t.lexemes order by t.i), '[]') from terms t) as per_term,
        (select coalesce(json_object_agg(df.lexeme, df.df), '{}') from df) as df
   from docs d
-"""
+""".replace("SCOPE_DOCS", SCOPE_DOCS.strip())
 
 # BM25 of the candidates in CTE BM25_SOURCE (message_id, tsv, doc_len). Each row's document is
 # cut down to the query's lexemes first (ts_delete twice, in C), so the per-row unnest costs the
@@ -191,9 +196,14 @@ class QueryStats:
                 "lexemes": self.lexemes, "idf": self.idf, "avgdl": self.avgdl}
 
 
+def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:
+    """How many documents (indexed messages) these agents hold."""
+    return int(conn.execute(SCOPE_DOCS, {"agents": agents}, prepare=True).fetchone()["docs"])
+
+
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str]) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`."""
-    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}).fetchone()
+    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}, prepare=True).fetchone()
     per_term: list[list[str]] = stats["per_term"]
     df = {lx: int(n) for lx, n in stats["df"].items()}
     lexemes = sorted(df)

@@ -234,9 +234,10 @@ select"""
 # search (the reader's agents, or the reader's own conversations with any agent of the
 # workspace), among vectors of the configured model only; then each conversation's nearest
 # message. SEMANTIC_NARROWING is written once and used in two shapes:
-# - SEMANTIC_EXACT, for small scopes: the embedded messages of the reader's agents (through the
-#   sidecar's agent index) and of their own conversations (through the creator index), ordered
-#   by the exact distance;
+# - SEMANTIC_EXACT, for small scopes: the messages of the reader's agents (through the sidecar's
+#   agent index) and of their own conversations (through the creator index), narrowed; then
+#   their vectors, read in one pass over the vectors' primary key (an array of ids in key order,
+#   not one index descent per message), ordered by the exact distance;
 # - SEMANTIC_HNSW, for large ones: the model's HNSW index walked in distance order, each
 #   candidate tested by a correlated scalar sub-select (the planner cannot turn it into a join
 #   that bypasses the index), under pgvector's iterative scan so the narrowing cannot starve the
@@ -249,26 +250,35 @@ SEMANTIC_NARROWING = """c.workspace_id = %(ws)s
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))"""
 SEMANTIC_EXACT = """
 with nearest as materialized (
-    (select s.conversation_id, s.message_id, {distance} as distance
-       from SEMANTIC_FROM
-       join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
-      where s.agent_id = any(%(agents)s::bigint[])
-        and SEMANTIC_NARROWING
-      order by ({distance}) + 0, s.message_id
+    (select e.message_id, {distance} as distance
+       from message_embeddings e
+      where e.model = %(model)s
+        and e.message_id = any(array(
+              select s.message_id
+                from SEMANTIC_FROM
+               where s.agent_id = any(%(agents)s::bigint[])
+                 and SEMANTIC_NARROWING
+               order by 1))
+      order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
     union all
-    (select s.conversation_id, s.message_id, {distance} as distance
-       from SEMANTIC_FROM
-       join message_embeddings e on e.model = %(model)s and e.message_id = s.message_id
-      where c.creator_actor_id = %(actor)s
-        and not (c.agent_id = any(%(agents)s::bigint[]))
-        and SEMANTIC_NARROWING
-      order by ({distance}) + 0, s.message_id
+    (select e.message_id, {distance} as distance
+       from message_embeddings e
+      where e.message_id = any(array(
+              select s.message_id
+                from SEMANTIC_FROM
+               where c.creator_actor_id = %(actor)s
+                 and not (c.agent_id = any(%(agents)s::bigint[]))
+                 and SEMANTIC_NARROWING
+               order by 1))
+        and e.model = %(model)s
+      order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
 )
 select conversation_id, message_id, distance
-  from (select distinct on (conversation_id) conversation_id, message_id, distance
-          from nearest order by conversation_id, distance, message_id) best
+  from (select distinct on (s.conversation_id) s.conversation_id, n.message_id, n.distance
+          from nearest n join message_search s on s.message_id = n.message_id
+         order by s.conversation_id, n.distance + 0, n.message_id) best
  order by distance, conversation_id
 """.replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
 SEMANTIC_HNSW = """
@@ -289,14 +299,6 @@ select conversation_id, message_id, distance
          order by s.conversation_id, n.distance + 0, n.message_id) best
  order by distance, conversation_id
 """.replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
-# How many indexable messages the reader's agents hold, counted up to a cap: a small scope gets
-# an exact vector scan, a large one the HNSW index.
-SCOPE_SIZE = """
-select count(*) as n from (
-    select 1 from message_search s where s.agent_id = any(%(agents)s::bigint[]) limit %(cap)s
-) capped
-"""
-
 ONE = (
     "select"
     + SESSION_COLUMNS
@@ -458,10 +460,13 @@ def _decode_search_cursor(codec: CursorCodec, before: str, fp: str) -> tuple[str
 
 
 def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int], qv: hybrid.QueryVector,
-                      settings: Settings | None) -> list[dict]:
-    """The reader's conversations nearest the query, nearest first, each with its nearest message."""
-    cap = (settings.hybrid_exact_max_rows if settings else 10_000) + 1
-    exact = conn.execute(SCOPE_SIZE, {"agents": agents, "cap": cap}).fetchone()["n"] < cap
+                      settings: Settings | None, *, docs: int | None = None) -> list[dict]:
+    """The reader's conversations nearest the query, nearest first, each with its nearest message.
+    `docs`: how many documents `agents` hold, when the caller has read it already."""
+    # A small scope gets an exact vector scan, a large one the HNSW index.
+    if docs is None:
+        docs = ranking.scope_docs(conn, agents)
+    exact = docs <= (settings.hybrid_exact_max_rows if settings else 10_000)
     dist = distance(qv.model.dimensions)
     statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
     with conn.transaction():
@@ -498,11 +503,12 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
-    nearest = vector_candidates(conn, scope, agents, qv, settings) if qv.usable else []
     workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
     stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
-    since = _recent_window_start(conn, scope, agents, q, rank,
-                                 stats if sorted(agents) == sorted(workspace_agents) else None)
+    whole = sorted(agents) == sorted(workspace_agents)
+    nearest = vector_candidates(conn, scope, agents, qv, settings,
+                                docs=stats.docs if whole else None) if qv.usable else []
+    since = _recent_window_start(conn, scope, agents, q, rank, stats if whole else None)
     rows = conn.execute(
         SEARCH,
         {

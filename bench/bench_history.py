@@ -10,9 +10,9 @@ embedded PostgreSQL whose data lives in bench/out/history/pg, then VACUUM ANALYZ
 destinations of one agent (a DM, a public channel, a private room) it registers a turn with
 ``backscroll.turns.register_turn`` and times ``backscroll.history.search_history`` itself for a
 rare and a common term: with every predicate on (the product), without the lineage walk, with a
-small audit counting pool, and the baseline below (the previous statement). Every call runs in a transaction that is
-rolled back (the API runs one transaction per request), so the audit rows and the turn's
-evidence never accumulate. Writes results.md, results.json and explain.txt under the output folder.
+small audit counting pool, and the baseline below (the previous statement). Every call runs in
+its own committed transaction, as the API runs one per request, on a fresh turn that is deleted
+afterwards (with its evidence and audit row), so nothing accumulates. Writes results.md, results.json and explain.txt under the output folder.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg import sql
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import corpus  # noqa: E402  (beside this file)
 from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # noqa: E402
-from backscroll import history, turns  # noqa: E402
+from backscroll import db, history, turns  # noqa: E402
 from backscroll.db import start_embedded  # noqa: E402
 from backscroll.migrate import migrate  # noqa: E402
 
@@ -382,7 +382,7 @@ def destinations(conn, agent_id: int, agent_slug: str, reader: int, window: int,
 
 
 # ---------------------------------------------------------------------------------------------
-# One call: a fresh turn, search_history, the audit row; all rolled back.
+# One call: a fresh turn, search_history, the audit row; the turn deleted afterwards.
 
 
 @dataclass
@@ -414,9 +414,48 @@ class Backend:
 BACKEND: Backend | None = None
 
 
+# The 300,000-message database (2.9 GB with its vectors) in shared buffers, as a production
+# server holds its working set (PostgreSQL's default, 128 MB, is sized for tiny machines; the
+# usual advice is a quarter of the RAM, here 6 GB of 24). RESULTS.md says which runs used it.
+SHARED_BUFFERS = "4GB"
+
+
+def start_server(data_dir: Path, shared_buffers: str = SHARED_BUFFERS) -> str:
+    """The embedded server in `data_dir`, with `shared_buffers` (applied at the server's start:
+    a running server, or one created just now, gets it from its next start)."""
+    conf = data_dir / "postgresql.auto.conf"
+    if conf.exists() and not (data_dir / "postmaster.pid").exists():
+        lines = [line for line in conf.read_text().splitlines() if not line.startswith("shared_buffers")]
+        conf.write_text("\n".join([*lines, f"shared_buffers = '{shared_buffers}'", ""]))
+    url = start_embedded(data_dir)
+    with psycopg.connect(url, autocommit=True) as conn:
+        have = conn.execute("show shared_buffers").fetchone()[0]
+        if have.lower() != shared_buffers.lower():
+            conn.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
+            log(f"shared_buffers is {have}; {shared_buffers} from the server's next start")
+    return url
+
+
+def connect(url: str) -> psycopg.Connection:
+    """A connection opened as the API's pool opens them (see `backscroll.db.session_kwargs`)."""
+    return psycopg.connect(url, autocommit=True, **db.session_kwargs())
+
+
+@contextlib.contextmanager
+def scratch_turn(conn, ws: int, turn_in: turns.TurnIn):
+    """A fresh turn for one timed search, deleted afterwards with its evidence and audit row. The
+    search is committed, as the API commits each request: psycopg drops a connection's prepared
+    statements on every rollback, so a rolled-back search would plan from scratch each time."""
+    with conn.transaction():
+        turn_id = turns.register_turn(conn, ws, None, turn_in)
+    try:
+        yield turn_id
+    finally:
+        conn.execute("delete from turns where id = %s", (turn_id,))
+
+
 def call(conn, timed: Timed, ws: int, dest: Destination, term: str, variant: Variant, limit: int | None) -> Call:
-    with conn.transaction(force_rollback=True):
-        turn_id = turns.register_turn(conn, ws, None, dest.turn_in)
+    with scratch_turn(conn, ws, dest.turn_in) as turn_id, conn.transaction():
         request = history.SearchRequest(turn_id=turn_id, query=term, limit=limit)
         timed.spent = {}
         with patched(variant.patches):
@@ -597,15 +636,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server_url = start_embedded(args.out / "pg")
+            server_url = start_server(args.out / "pg")
     url, info = build(server_url, spec, disclosure, args.reuse)
     facts_c = info["corpus"]
     ws = facts_c["workspace_ids"][0]
     agent = facts_c["agent_ids"][0][args.agent_rank]
     agent_slug = corpus.AGENTS[args.agent_rank]
 
-    # As the API's pool: dict rows, no server-side prepared statements (custom plans always).
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
+    conn = connect(url)
     timed = Timed(conn)
     global BACKEND
     BACKEND = Backend(conn) if not args.database_url else None
@@ -723,9 +761,9 @@ def main(argv: list[str] | None = None) -> int:
     add(f"Agent: `{agent_slug}` of the largest workspace (id {agent}), {agent_lineage['indexed']:,} indexed messages, "
         f"{agent_lineage['with_lineage']:,} of them with lineage. Matches in its indexed messages: "
         + ", ".join(f"`{t}` {term_facts[k]['matches']:,}" for k, t in TERMS) + ".\n")
-    add(f"Timing: wall clock of `history.search_history` from Python (psycopg over a Unix socket, no server-side "
-        f"prepared statements, as the API's pool), each call in its own transaction with a fresh turn "
-        f"(`turns.register_turn`, untimed), rolled back afterwards; {args.warmup} warm-up rounds, then {args.repeat} "
+    add(f"Timing: wall clock of `history.search_history` from Python (psycopg over a Unix socket, connections "
+        f"opened as the API's pool opens them), each call in its own committed transaction with a fresh turn "
+        f"(`turns.register_turn`, untimed), deleted afterwards; {args.warmup} warm-up rounds, then {args.repeat} "
         f"rounds, the variants of one (destination, term) taken round-robin. Limit "
         f"{args.limit or history.LIMIT_DEFAULT}. Cells: p50 / p95 / mean, ms.\n")
 

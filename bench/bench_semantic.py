@@ -36,7 +36,6 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
@@ -231,12 +230,12 @@ def cell(samples: list[float]) -> str:
 def speed(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server_url = args.database_url or start_embedded(BENCH_DIR / "out" / "history" / "pg")
+        server_url = args.database_url or bench_history.start_server(BENCH_DIR / "out" / "history" / "pg")
     url, info = bench_history.build(server_url, corpus.Spec(messages=args.messages, seed=1), corpus.Disclosure(),
                                     reuse=True)
     log("vectors of the synthetic model (once per corpus)")
     load_vectors(url)
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
+    conn = bench_history.connect(url)
     model = get_model(conn, SYNTHETIC)
     server = SyntheticEmbeddings(centroids(conn))
     facts = info["corpus"]
@@ -306,8 +305,7 @@ def speed(args) -> int:
             samples = {"lexical": [], "hybrid": []}
             for i in range(args.warmup + args.repeat):
                 for mode in ("lexical", "hybrid"):
-                    with conn.transaction(force_rollback=True):
-                        turn_id = turns.register_turn(conn, ws, None, d.turn_in)
+                    with bench_history.scratch_turn(conn, ws, d.turn_in) as turn_id, conn.transaction():
                         request = history.SearchRequest(turn_id=turn_id, query=term)
                         t = time.perf_counter()
                         history.search_history(conn, ws, None, request, None,

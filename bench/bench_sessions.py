@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import psycopg
-from psycopg.rows import dict_row
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import corpus  # noqa: E402  (beside this file)
-from backscroll import sessions  # noqa: E402
+from backscroll import db, sessions  # noqa: E402
 from backscroll.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.cursor import CursorCodec  # noqa: E402
@@ -665,8 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     limits = sessions.Limits(default=settings.page_limit_default, maximum=settings.page_limit_max,
                              query_max_chars=settings.query_max_chars, excerpt_words=settings.excerpt_words)
     codec = CursorCodec(secrets.token_bytes(32))
-    # As the API's pool: dict rows, and no server-side prepared statements (custom plans always).
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, prepare_threshold=None)
+    # Opened as the API's pool opens its connections.
+    conn = psycopg.connect(url, autocommit=True, **db.session_kwargs())
     mach = machine(conn)
     rs = readers(loaded, wanted)
     case_labels: dict[str, tuple[str, str]] = {}

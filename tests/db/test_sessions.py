@@ -694,9 +694,9 @@ def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
     statements = []
 
     class Recording:
-        def execute(self, query, params=None):
+        def execute(self, query, params=None, **kwargs):
             statements.append((query, params))
-            return w.conn.execute(query, params)
+            return w.conn.execute(query, params, **kwargs)
 
     sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS)
     [(query, params)] = [s for s in statements if s[0] is sessions.SEARCH]
