@@ -14,7 +14,9 @@ reciprocal rank; how it degrades is in `hybrid`.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import psycopg
 from psycopg import sql
@@ -315,7 +317,9 @@ eligible as (
       from classified c
      where c.excluded_by is null and not %(fused)s
     union all
-    (select * from fused order by rrf desc, id desc)
+    -- offset 0: the lineage filter below must not be pushed under this sort, where it would walk
+    -- every fused pool member's lineage instead of stopping at the limit.
+    (select * from fused order by rrf desc, id desc offset 0)
 ),
 selected as materialized (
     select e.*, row_number() over () as rank
@@ -413,6 +417,9 @@ JOINT_LINEAGE = """
 select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_kind)s::audience_kind,
                                  %(d_namespace)s, %(d_readers)s::text[]) as ok
 """
+SET_PLAN_CACHE_MODE = """
+select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
+"""
 EXCLUSION_KEYS = ("already_in_context", "no_evidence", "audience", "lineage", "below_cutoff")
 
 
@@ -436,6 +443,18 @@ class Turn:
     def destination_params(self) -> dict:
         return {"d_kind": self.audience_kind, "d_namespace": self.audience_namespace,
                 "d_readers": list(self.audience_readers)}
+
+
+@contextmanager
+def generic_plans(conn: psycopg.Connection) -> Iterator[None]:
+    """Prepared statements run here on their generic plan. For NEIGHBOURS: planning it (the
+    inlined audience predicate, twice) costs about twice what running it does, its best plan is
+    the same for any hits (an index walk per hit), yet PostgreSQL's estimate for an array of
+    unknown size keeps it on custom plans. Set for the current transaction (the request's), then
+    restored; after an error the transaction's end discards it."""
+    was = conn.execute(SET_PLAN_CACHE_MODE, {"mode": "force_generic_plan"}, prepare=True).fetchone()["was"]
+    yield
+    conn.execute(SET_PLAN_CACHE_MODE, {"mode": was}, prepare=True)
 
 
 def _jointly_allowed(conn: psycopg.Connection, ids: list[int], params: dict) -> bool:
@@ -591,7 +610,11 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
             counts[r["outcome"]] = r["n"]
 
     hit_ids = [h["id"] for h in hits]
-    neighbour_rows = conn.execute(NEIGHBOURS_SQL, {**params, "hits": hit_ids, "n": NEIGHBOURS}, prepare=True).fetchall() if hit_ids else []
+    neighbour_rows = []
+    if hit_ids:
+        with generic_plans(conn):
+            neighbour_rows = conn.execute(NEIGHBOURS_SQL, {**params, "hits": hit_ids, "n": NEIGHBOURS},
+                                          prepare=True).fetchall()
     around: dict[int, dict[str, list[int]]] = {h: {"before": [], "after": []} for h in hit_ids}
     for r in neighbour_rows:
         around[r["hit"]][r["side"]].append(r["id"])
