@@ -287,7 +287,7 @@ def quality(args) -> int:
             params = {"agent": turn.agent_id, "ws": turn.workspace_id, "in_context": [], "only_speakers": None,
                       "f_conversation": None, "f_connector": None, "f_since": None, "f_until": None,
                       **turn.destination_params()}
-            return history._vector_candidates(conn, qv, params, settings, exact=True)[:history.LIMIT_MAX]
+            return history._vector_candidates(conn, qv, params, settings, "exact")[:history.LIMIT_MAX]
 
     def session_hits(ws_slug: str, query: str, rank: Ranking, settings=None, gateway=None) -> list[int]:
         ws, _, _, agents = destinations[ws_slug]

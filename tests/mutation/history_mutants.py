@@ -56,6 +56,8 @@ HISTORY_MUTANTS = [
                     "VECTOR_EXACT", "and e.model = %(model)s", "and true"),
     ExpectingMutant("hybrid: HNSW vector list, only the configured model's vectors", "backscroll/history.py",
                     "VECTOR_HNSW", "where e.model = %(model)s", "where true"),
+    ExpectingMutant("hybrid: public-destination vector list, only the configured model's vectors",
+                    "backscroll/history.py", "VECTOR_PUBLIC", "and e.model = %(model)s", "and true"),
     ExpectingMutant("disclosure: identity links must be live", IDENTITIES, "backscroll_linked_identities",
                     "and l.revoked_at is null", ""),
     # SEARCH and both vector lists share DESTINATION_ALLOWS: its identity branch must admit only the

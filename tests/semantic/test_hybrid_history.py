@@ -151,16 +151,21 @@ def test_another_actors_dm_never_surfaces_at_any_similarity(town, e5):
 
 
 @privacy
-@pytest.mark.parametrize("shape", ["exact", "hnsw"])
+@pytest.mark.parametrize("shape", ["exact", "hnsw", "public"])
 def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeypatch, shape):
     """One vector candidate only: it must be the nearest *eligible* message. Every decoy below
     says the query word for word (so it is nearer than anything eligible) and is ineligible for
     one reason; if the vector list let any of them in, it would take the only slot, be dropped
-    later, and Bob would get nothing (no eligible message shares a word with the query). Both
-    shapes of the list: the exact scan of a small perspective, the HNSW walk of a large one."""
+    later, and Bob would get nothing (no eligible message shares a word with the query). Every
+    shape of the list: the exact scan of a small perspective, the HNSW walk of a large one, and
+    the exact scan of a large perspective's public messages for a public destination."""
     settings, gateway = e5
-    if shape == "hnsw":
+    if shape != "exact":
         settings = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+    destination = town.general if shape == "public" else town.dm_bob
+    chosen = []
+    real_shape = history.vector_shape
+    monkeypatch.setattr(history, "vector_shape", lambda *a: chosen.append(real_shape(*a)) or chosen[-1])
     w = town.w
     query = "Acme migration moves Friday night"  # no word in common with anything Bob may see
     # audience: Alice's DM
@@ -176,12 +181,13 @@ def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeyp
     _other_model_rows(w)
     monkeypatch.setattr(history, "VECTOR_K", 1)
     # the answering message (already in context) says it too
-    result = ask(town, town.dm_bob, "U_B", query, settings, gateway, answering=True)
+    result = ask(town, destination, "U_B", query, settings, gateway, answering=True)
+    assert chosen == [shape]
     assert len(result["hits"]) == 1, result
     hit = result["hits"][0]
     assert hit["features"]["vector_rank"] == 1 and hit["features"]["lexical_rank"] is None
-    assert hit["message_id"] in {town.msgs["budget"], town.msgs["double_booking"], town.msgs["lunch"],
-                                 town.msgs["printer"]}
+    public = {town.msgs["double_booking"], town.msgs["lunch"], town.msgs["printer"]}
+    assert hit["message_id"] in (public if shape == "public" else public | {town.msgs["budget"]})
     assert_not_disclosed(result, alice, "Alice's DM")
     assert_not_disclosed(result, foreign, "another agent's conversation")
 
