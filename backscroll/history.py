@@ -28,7 +28,7 @@ from .config import Settings
 from .errors import NotFound
 from .gateway import Gateway
 from .ingest import Text
-from .vectors import distance, literal, use_iterative_scan
+from .vectors import distance, ef_search_for, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20
@@ -562,7 +562,7 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
     statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=dist)
     with conn.transaction():
         if shape == "hnsw":
-            use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100, VECTOR_K))
+            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))
         rows = conn.execute(statement, {**params, "model": qv.model.model,
                                         "query_vector": literal(qv.vector), "vector_k": VECTOR_K}).fetchall()
     return [r["id"] for r in rows]

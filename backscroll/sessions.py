@@ -20,7 +20,7 @@ from .config import Settings
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
 from .gateway import Gateway
-from .vectors import distance, literal, use_iterative_scan
+from .vectors import distance, ef_search_for, literal, use_iterative_scan
 
 # The first page starts "before" the largest position a keyset can hold.
 MAX_ID = 9_223_372_036_854_775_807
@@ -471,7 +471,7 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
     with conn.transaction():
         if not exact:
-            use_iterative_scan(conn, settings, ef_search=max(settings.hnsw_ef_search if settings else 100,
+            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings),
                                                              VECTOR_K))
         return conn.execute(statement, {
             "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,

@@ -157,11 +157,16 @@ def distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.C
         col=sql.Identifier(column), dims=sql.Literal(dims), param=sql.Placeholder(query))
 
 
+def ef_search_for(settings: Settings | None) -> int:
+    """hnsw.ef_search for a search: the setting, or its declared default without settings."""
+    return settings.hnsw_ef_search if settings else Settings.model_fields["hnsw_ef_search"].default
+
+
 def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = None, *, ef_search: int | None = None,
                        max_scan_tuples: int | None = None) -> None:
     """Within the current transaction, let HNSW scans keep walking until the filters are satisfied
     (`relaxed_order`: results may come slightly out of order, so order the final list again)."""
-    ef_search = ef_search or (settings.hnsw_ef_search if settings else 100)
+    ef_search = ef_search or ef_search_for(settings)
     max_scan_tuples = max_scan_tuples or (settings.hnsw_max_scan_tuples if settings else 20000)
     conn.execute(ITERATIVE_SCAN, {"ef_search": str(ef_search), "max_scan_tuples": str(max_scan_tuples)})
 
