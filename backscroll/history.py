@@ -509,7 +509,8 @@ def clamp_limit(limit: int | None) -> int:
 def _linked(conn: psycopg.Connection, agent_id: int, actor_id: int | None) -> list[int]:
     if actor_id is None:
         return []
-    return [r["id"] for r in conn.execute(RESOLVE_LINKED, {"actor": actor_id, "agent": agent_id}, prepare=True).fetchall()]
+    rows = conn.execute(RESOLVE_LINKED, {"actor": actor_id, "agent": agent_id}, prepare=True).fetchall()
+    return [r["id"] for r in rows]
 
 
 def _speakers(conn: psycopg.Connection, turn: Turn, filters: Filters, requester_ids: list[int]) -> list[int] | None:

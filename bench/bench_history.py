@@ -12,7 +12,8 @@ destinations of one agent (a DM, a public channel, a private room) it registers 
 rare and a common term: with every predicate on (the product), without the lineage walk, with a
 small audit counting pool, and the baseline below (the previous statement). Every call runs in
 its own committed transaction, as the API runs one per request, on a fresh turn that is deleted
-afterwards (with its evidence and audit row), so nothing accumulates. Writes results.md, results.json and explain.txt under the output folder.
+afterwards (with its evidence and audit row), so nothing accumulates. Writes results.md,
+results.json and explain.txt under the output folder.
 """
 
 from __future__ import annotations
