@@ -252,6 +252,14 @@ class Settings(BaseSettings):
             "pgvector's iterative scan."
         ),
     )
+    hybrid_public_max_rows: int = Field(
+        default=20_000, ge=0,
+        description=(
+            "search_history into a public destination, from a larger perspective: when the agent has "
+            "at most this many public messages their vectors are ranked exactly (recall 1.0; only "
+            "public messages can be eligible there); more, and the HNSW index is walked instead."
+        ),
+    )
 
     @property
     def embeddings_enabled(self) -> bool:

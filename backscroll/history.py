@@ -195,18 +195,23 @@ select id, distance from nearest order by distance + 0, id
 #   VECTOR_ELIGIBLE tested in that order until `vector_k` pass (offset 0 keeps the test above
 #   the sort). Exact, so nothing is missed, and it reads a few thousand vectors instead of
 #   walking the index past the ~98% it must refuse.
+#   An agent with more than `public_cap` public messages gets one row with `too_many` instead,
+#   and the HNSW walk: an exact list must stay a small read.
 VECTOR_PUBLIC = """
-with nearest as materialized (
+with public as materialized (
+    select array(select m.id
+                   from conversations c
+                   join messages m on m.conversation_id = c.id and m.audience_kind = 'public'
+                  where c.agent_id = %(agent)s
+                  limit %(public_cap)s + 1) as ids
+),
+nearest as materialized (
     select d.id, d.distance
       from (select e.message_id as id, {distance} as distance
               from message_embeddings e
-             where e.message_id = any(array(
-                     select m.id
-                       from conversations c
-                       join messages m on m.conversation_id = c.id and m.audience_kind = 'public'
-                      where c.agent_id = %(agent)s
-                      order by 1))
+             where e.message_id = any((select ids from public)::bigint[])
                and e.model = %(model)s
+               and cardinality((select ids from public)) <= %(public_cap)s
              order by ({distance}) + 0, e.message_id
             offset 0) d
      where coalesce((select true
@@ -215,7 +220,10 @@ with nearest as materialized (
                         and VECTOR_ELIGIBLE), false)
      limit %(vector_k)s
 )
-select id, distance from nearest order by distance + 0, id
+select id, distance, false as too_many from nearest
+union all
+select null, null, true where cardinality((select ids from public)) > %(public_cap)s
+order by too_many, distance, id
 """.replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
 VECTOR_SHAPES = {"exact": VECTOR_EXACT, "hnsw": VECTOR_HNSW, "public": VECTOR_PUBLIC}
 # One statement. Candidates come from the sidecar first (the lexical matches through its GIN
@@ -559,14 +567,21 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
                        settings: Settings | None, shape: str) -> list[int]:
     """The vector list, nearest first, under the same predicates as the lexical list."""
-    dist = distance(qv.model.dimensions)
-    statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=dist)
+    rows = _vector_list(conn, qv, params, settings, shape)
+    if shape == "public" and rows and rows[0]["too_many"]:
+        rows = _vector_list(conn, qv, params, settings, "hnsw")
+    return [r["id"] for r in rows]
+
+
+def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
+                 settings: Settings | None, shape: str) -> list[dict]:
+    statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=distance(qv.model.dimensions))
+    public_cap = settings.hybrid_public_max_rows if settings else Settings.model_fields["hybrid_public_max_rows"].default
     with conn.transaction():
         if shape == "hnsw":
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))
-        rows = conn.execute(statement, {**params, "model": qv.model.model,
-                                        "query_vector": literal(qv.vector), "vector_k": VECTOR_K}).fetchall()
-    return [r["id"] for r in rows]
+        return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": literal(qv.vector),
+                                        "vector_k": VECTOR_K, "public_cap": public_cap}).fetchall()
 
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,

@@ -293,6 +293,27 @@ def test_a_model_not_yet_registered_is_reported(db_url, town, fake, gateway_fact
     assert fake.requests == []  # no gateway call for a model nothing could be compared with
 
 
+@pytest.mark.parametrize("public_max, lists", [(20_000, ["public"]), (2, ["public", "hnsw"])])
+def test_a_public_destination_ranks_the_public_messages_exactly_while_they_are_few(town, e5, monkeypatch,
+                                                                                  public_max, lists):
+    """Into a public channel only public messages can be eligible: a large perspective ranks its
+    agent's public messages exactly, unless it has more than BACKSCROLL_HYBRID_PUBLIC_MAX_ROWS of
+    them (town has 3), and then walks the HNSW index. The same answer either way, and the DM that
+    says the query word for word never enters it."""
+    settings, gateway = e5
+    settings = settings.model_copy(update={"hybrid_exact_max_rows": 0, "hybrid_public_max_rows": public_max})
+    ran = []
+    real_list = history._vector_list
+    monkeypatch.setattr(history, "_vector_list", lambda conn, qv, params, s, shape: ran.append(shape)
+                        or real_list(conn, qv, params, s, shape))
+    query = "we sorted out the double booking for room 12"
+    alice = town.w.message(WS, town.dm_alice, query, speaker="U_A", minute=19)
+    result = ask(town, town.general, "U_A", "duplicate reservation fixed", settings, gateway)
+    assert ran == lists
+    assert hit_ids(result)[0] == town.msgs["double_booking"]
+    assert_not_disclosed(result, alice, "Alice's DM into the public channel")
+
+
 def test_large_perspectives_use_the_hnsw_index_with_iterative_scan(town, e5):
     settings, gateway = e5
     hnsw = settings.model_copy(update={"hybrid_exact_max_rows": 0})
