@@ -255,9 +255,10 @@ class Settings(BaseSettings):
     hybrid_public_max_rows: int = Field(
         default=20_000, ge=0,
         description=(
-            "search_history into a public destination, from a larger perspective: when the agent has "
-            "at most this many public messages their vectors are ranked exactly (recall 1.0; only "
-            "public messages can be eligible there); more, and the HNSW index is walked instead."
+            "search_history into a public destination, from a larger perspective: when the agent's "
+            "conversations hold at most this many public messages (of any role or state) their vectors "
+            "are ranked exactly (recall 1.0; only public messages can be eligible there); more, and "
+            "the HNSW index is walked instead."
         ),
     )
 

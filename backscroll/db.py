@@ -77,13 +77,14 @@ def database_url(settings: Settings) -> str:
 
 
 # Server-side prepared statements only for the statements that ask (`prepare=True`): fixed
-# shapes that cost more to plan than to run (a turn, its evidence, a hit's neighbours and their
-# texts, the BM25 statistics). PostgreSQL plans each for its parameters five times, then keeps
-# a generic plan when that is estimated no worse. The search statements themselves are never
-# prepared: their best plan depends on the reader's scope and on each word's frequency. psycopg
+# shapes that cost more to plan than to run and whose best plan is the same for any parameters
+# (a turn, its evidence, a hit's neighbours and their texts, the lineage check, the audit row).
+# PostgreSQL plans each for its parameters five times, then keeps a generic plan when that is
+# estimated no worse. The search statements, and the BM25 statistics read over a scope's agents,
+# are never prepared: their best plan depends on the reader's scope and on each word's frequency
+# (a generic plan of the statistics read over a workspace's agents is a 2 s scan). psycopg
 # prepares nothing when the threshold is None, so "only on request" is a threshold never
-# reached. (plan_cache_mode stays `auto` for the session: forcing generic plans on every
-# prepared statement made session search's statistics read a 2 s scan; see `history.generic_plans`.)
+# reached. plan_cache_mode stays `auto` for the session; see `history.generic_plans`.
 PREPARE_ON_REQUEST = 2**31 - 1
 
 

@@ -198,12 +198,13 @@ class QueryStats:
 
 def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:
     """How many documents (indexed messages) these agents hold."""
-    return int(conn.execute(SCOPE_DOCS, {"agents": agents}, prepare=True).fetchone()["docs"])
+    return int(conn.execute(SCOPE_DOCS, {"agents": agents}).fetchone()["docs"])
 
 
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str]) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`."""
-    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}, prepare=True).fetchone()
+    # Not prepared: with a workspace's many agents its generic plan is a 2 s scan (see db.py).
+    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}).fetchone()
     per_term: list[list[str]] = stats["per_term"]
     df = {lx: int(n) for lx, n in stats["df"].items()}
     lexemes = sorted(df)
