@@ -267,6 +267,11 @@ class Settings(BaseSettings):
         return bool(self.embeddings_model)
 
 
+def setting(settings: Settings | None, name: str):
+    """A setting's value, or its declared default when a caller has no settings."""
+    return getattr(settings, name) if settings is not None else Settings.model_fields[name].default
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from . import hybrid, ranking
-from .config import Settings
+from .config import Settings, setting
 from .errors import NotFound
 from .gateway import Gateway
 from .ingest import Text
@@ -559,7 +559,7 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
     """Which statement produces the vector list: the exact scan of a small perspective (at most
     `hybrid_exact_max_rows` documents), the exact scan of the agent's public messages for a
     large one into a public destination, else the HNSW walk."""
-    if docs <= (settings.hybrid_exact_max_rows if settings else 10_000):
+    if docs <= setting(settings, "hybrid_exact_max_rows"):
         return "exact"
     return "public" if turn.audience_kind == "public" else "hnsw"
 
@@ -576,7 +576,7 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
 def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
                  settings: Settings | None, shape: str) -> list[dict]:
     statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=distance(qv.model.dimensions))
-    public_cap = settings.hybrid_public_max_rows if settings else Settings.model_fields["hybrid_public_max_rows"].default
+    public_cap = setting(settings, "hybrid_public_max_rows")
     with conn.transaction():
         if shape == "hnsw":
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))

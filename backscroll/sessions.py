@@ -16,7 +16,7 @@ from psycopg import sql
 
 from . import hybrid, ranking
 from .auth import Principal
-from .config import Settings
+from .config import Settings, setting
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
 from .gateway import Gateway
@@ -466,7 +466,7 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     # A small scope gets an exact vector scan, a large one the HNSW index.
     if docs is None:
         docs = ranking.scope_docs(conn, agents)
-    exact = docs <= (settings.hybrid_exact_max_rows if settings else 10_000)
+    exact = docs <= setting(settings, "hybrid_exact_max_rows")
     dist = distance(qv.model.dimensions)
     statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
     with conn.transaction():

@@ -28,7 +28,7 @@ from typing import Sequence
 import psycopg
 from psycopg import sql
 
-from .config import Settings
+from .config import Settings, setting
 from .errors import BackscrollError, Conflict
 from .migrate import ADVISORY_LOCK_ID
 
@@ -159,7 +159,7 @@ def distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.C
 
 def ef_search_for(settings: Settings | None) -> int:
     """hnsw.ef_search for a search: the setting, or its declared default without settings."""
-    return settings.hnsw_ef_search if settings else Settings.model_fields["hnsw_ef_search"].default
+    return setting(settings, "hnsw_ef_search")
 
 
 def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = None, *, ef_search: int | None = None,
@@ -167,7 +167,7 @@ def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = Non
     """Within the current transaction, let HNSW scans keep walking until the filters are satisfied
     (`relaxed_order`: results may come slightly out of order, so order the final list again)."""
     ef_search = ef_search or ef_search_for(settings)
-    max_scan_tuples = max_scan_tuples or (settings.hnsw_max_scan_tuples if settings else 20000)
+    max_scan_tuples = max_scan_tuples or setting(settings, "hnsw_max_scan_tuples")
     conn.execute(ITERATIVE_SCAN, {"ef_search": str(ef_search), "max_scan_tuples": str(max_scan_tuples)})
 
 
