@@ -20,6 +20,7 @@ import math
 import struct
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -40,6 +41,7 @@ CATEGORIES = (NOT_CONFIGURED, UNAVAILABLE, TIMEOUT, REJECTED)
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 RETRY_AFTER_MAX_S = 30.0
 ERROR_MAX_CHARS = 300
+QUERY_THREADS = 64  # query embeddings in flight at once per gateway (threads start on demand)
 
 INSERT_USAGE = """
 insert into embedding_usage (workspace_id, operation, model, purpose, items, tokens, ok, error, duration_ms)
@@ -149,6 +151,8 @@ class Gateway:
         self._secret = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(headers=headers, transport=transport, follow_redirects=False)
+        self._executor: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Gateway(model={self.model!r}, url={self.url!r})"
@@ -158,6 +162,8 @@ class Gateway:
         return bool(self.model)
 
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         self._client.close()
 
     # -- the two operations ----------------------------------------------------------------
@@ -179,9 +185,22 @@ class Gateway:
     def embed_query(self, conn: psycopg.Connection, workspace_id: int | None, text: str) -> list[float]:
         """The vector of one search query, attributed to the searcher's workspace. Never retried:
         a search degrades to lexical rather than wait."""
+        return self.start_query(text).result(conn, workspace_id)
+
+    def start_query(self, text: str) -> "PendingQuery":
+        """`embed_query`, started in the background: a search reads its statistics while the
+        endpoint answers, then takes the vector (and writes the ledger row) with
+        `PendingQuery.result`. The connection stays with the caller's thread."""
         self.require_configured()
-        return self._call(conn, workspace_id, "embed_query", "query", [self.query_prefix + text],
-                          self.query_model, "query", self.query_timeout, 0)[0]
+        future = self._pool().submit(self._fetch, [self.query_prefix + text], self.query_model,
+                                     self.query_timeout, 0, "query")
+        return PendingQuery(self, future)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="embed-query")
+            return self._executor
 
     def probe(self, timeout: float = 2.0) -> str | None:
         """None when the endpoint answers, else the category a search would degrade with.
@@ -211,6 +230,12 @@ class Gateway:
 
     def _call(self, conn, workspace_id, operation, purpose, texts, server_model, input_type, timeout,
               retries) -> list[list[float]]:
+        outcome = self._fetch(texts, server_model, timeout, retries, input_type)
+        return outcome.record(self, conn, workspace_id, operation, purpose)
+
+    def _fetch(self, texts, server_model, timeout, retries, input_type) -> "Outcome":
+        """The request and its retries, under the breaker; never raises for the endpoint's sake:
+        what happened is returned, for `Outcome.record` to write down on a connection."""
         started = time.perf_counter()
         answer: Answer | None = None
         error: GatewayError | None = None
@@ -226,12 +251,7 @@ class Gateway:
                 raise
         except GatewayError as exc:
             error = exc
-        finally:
-            self._record(conn, workspace_id, operation, purpose, len(texts), answer, error,
-                         int((time.perf_counter() - started) * 1000))
-        if error is not None:
-            raise error
-        return answer.vectors
+        return Outcome(len(texts), answer, error, int((time.perf_counter() - started) * 1000))
 
     def _request(self, texts, server_model, input_type, timeout, retries) -> Answer:
         body: dict = {"model": server_model, "input": texts, "encoding_format": "float"}
@@ -317,13 +337,39 @@ class Gateway:
             text = text.replace(self._secret, "***")
         return text
 
-    def _record(self, conn, workspace_id, operation, purpose, items, answer, error, duration_ms) -> None:
+@dataclass(frozen=True)
+class Outcome:
+    """What one request (with its retries) came to: the vectors, or the error to raise."""
+    items: int
+    answer: Answer | None
+    error: GatewayError | None
+    duration_ms: int
+
+    def record(self, gateway: Gateway, conn: psycopg.Connection, workspace_id: int | None, operation: str,
+               purpose: str) -> list[list[float]]:
+        """The usage-ledger row on `conn`, then the vectors, or the request's error raised."""
         conn.execute(INSERT_USAGE, {
-            "workspace_id": workspace_id, "operation": operation, "model": self.model, "purpose": purpose,
-            "items": items, "tokens": answer.tokens if answer else None, "ok": error is None,
-            "error": error.describe() if error else None,
-            "duration_ms": duration_ms,
+            "workspace_id": workspace_id, "operation": operation, "model": gateway.model, "purpose": purpose,
+            "items": self.items, "tokens": self.answer.tokens if self.answer else None, "ok": self.error is None,
+            "error": self.error.describe() if self.error else None,
+            "duration_ms": self.duration_ms,
         })
+        if self.error is not None:
+            raise self.error
+        return self.answer.vectors
+
+
+class PendingQuery:
+    """A query embedding under way (`Gateway.start_query`)."""
+
+    def __init__(self, gateway: Gateway, future: Future):
+        self._gateway = gateway
+        self._future = future
+
+    def result(self, conn: psycopg.Connection, workspace_id: int | None) -> list[float]:
+        """Wait for the answer (the request's own timeout bounds the wait), write its ledger row
+        on `conn`, and return the vector or raise the GatewayError."""
+        return self._future.result().record(self._gateway, conn, workspace_id, "embed_query", "query")[0]
 
 
 def _floats(value) -> list[float]:

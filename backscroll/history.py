@@ -366,13 +366,19 @@ selected as materialized (
                                              %(d_namespace)s, %(d_readers)s::text[])
              limit %(limit)s) e
 ),
+lineage_denied as materialized (
+    -- Each unselected pool member's own lineage verdict, in one walk (migration 0012).
+    select backscroll_lineage_denied(array(select p.id from pool p
+                                            where p.excluded_by is null and p.has_lineage
+                                              and p.id not in (select id from selected)),
+                                     %(agent)s, %(d_kind)s::audience_kind, %(d_namespace)s,
+                                     %(d_readers)s::text[]) as ids
+),
 pool_classified as (
     select case
              when p.excluded_by is not null then p.excluded_by
              when p.id in (select id from selected) then 'selected'
-             when p.has_lineage and not backscroll_lineage_allows(array[p.id], %(agent)s, %(d_kind)s::audience_kind,
-                                                                  %(d_namespace)s, %(d_readers)s::text[])
-               then 'lineage'
+             when p.id = any((select ids from lineage_denied)::bigint[]) then 'lineage'
              else 'below_cutoff'
            end as outcome
       from pool p
@@ -616,10 +622,9 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
                 "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None,
                 "ranking": rank.method}
 
-    # The one query embedding (a gateway call attributed to the searcher's workspace), or why not.
-    qv = hybrid.embed_query(conn, settings, turn.workspace_id, request.query, gateway=gateway)
-    if qv.usable:
-        qv = hybrid.with_backfill_coverage(conn, qv, [turn.agent_id])
+    # The one query embedding (a gateway call attributed to the searcher's workspace), or why
+    # not: under way while the identities, statistics and recent window are read.
+    pending = hybrid.start_embedding(conn, settings, request.query, gateway=gateway)
 
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
@@ -630,6 +635,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     generating = [terms[i] for i in chosen]
     since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id],
                                         sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
+    qv = hybrid.with_backfill_coverage(conn, pending.result(turn.workspace_id), [turn.agent_id])
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,

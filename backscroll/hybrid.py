@@ -87,27 +87,64 @@ def embed_query(conn: psycopg.Connection, settings: Settings | None, workspace_i
     """One gateway call (purpose=query, attributed to the searcher's workspace), or none when
     semantic search is off. Never raises for the endpoint's sake: a failure is a degradation.
     The usage-ledger row goes to `ledger` (the primary, when `conn` reads a replica) or `conn`."""
-    if settings is None or not settings.embeddings_enabled:
+    return start_embedding(conn, settings, text, gateway=gateway).result(workspace_id, ledger=ledger)
+
+
+class PendingVector:
+    """The query embedding of a search, started before the search reads its statistics and taken
+    (`result`) when the vector list needs it: the endpoint's round trip overlaps the reads."""
+
+    def __init__(self, conn: psycopg.Connection, settings: Settings | None, text: str, gateway: Gateway | None):
+        self._conn = conn
+        self._decided: QueryVector | None = None
+        self._pending: gateway_module.PendingQuery | None = None
+        self._model: Model | None = None
+        if settings is None or not settings.embeddings_enabled:
+            self._decided = QueryVector(LEXICAL)
+            return
+        gw = gateway or gateway_module.gateway_for(settings)
+        if not gw.url:
+            self._decided = QueryVector(LEXICAL)
+            return
+        try:
+            self._model = get_model(conn, settings.embeddings_model)
+        except ModelNotRegistered:
+            self._decided = QueryVector(DEGRADED, degradation=degradation(NOT_REGISTERED))
+            return
+        try:
+            self._pending = gw.start_query(text)
+        except GatewayError as exc:
+            self._decided = _degraded_by(exc)
+
+    def result(self, workspace_id: int | None, *, ledger: psycopg.Connection | None = None) -> QueryVector:
+        """The query vector, or why there is none; writes the call's ledger row on `ledger` or the
+        connection the search reads."""
+        if self._decided is not None:
+            return self._decided
+        try:
+            vector = self._pending.result(ledger or self._conn, workspace_id)
+        except GatewayError as exc:
+            return _degraded_by(exc)
+        model = self._model
+        if len(vector) != model.dimensions:
+            # The server answers with another size than the model was registered with: comparing
+            # would be meaningless (and the cast would fail). Lexical, and say so.
+            return QueryVector(DEGRADED, degradation=degradation(UNAVAILABLE, detail=(
+                f"{len(vector)}-dimensional query vector for a {model.dimensions}-dimensional model")))
+        return QueryVector(HYBRID, vector=vector, model=model)
+
+
+def _degraded_by(exc: GatewayError) -> QueryVector:
+    if exc.category == NOT_CONFIGURED:
         return QueryVector(LEXICAL)
-    gw = gateway or gateway_module.gateway_for(settings)
-    if not gw.url:
-        return QueryVector(LEXICAL)
-    try:
-        model = get_model(conn, settings.embeddings_model)
-    except ModelNotRegistered:
-        return QueryVector(DEGRADED, degradation=degradation(NOT_REGISTERED))
-    try:
-        vector = gw.embed_query(ledger or conn, workspace_id, text)
-    except GatewayError as exc:
-        if exc.category == NOT_CONFIGURED:
-            return QueryVector(LEXICAL)
-        return QueryVector(DEGRADED, degradation=degradation(exc.category))
-    if len(vector) != model.dimensions:
-        # The server answers with another size than the model was registered with: comparing
-        # would be meaningless (and the cast would fail). Lexical, and say so.
-        return QueryVector(DEGRADED, degradation=degradation(UNAVAILABLE, detail=(
-            f"{len(vector)}-dimensional query vector for a {model.dimensions}-dimensional model")))
-    return QueryVector(HYBRID, vector=vector, model=model)
+    return QueryVector(DEGRADED, degradation=degradation(exc.category))
+
+
+def start_embedding(conn: psycopg.Connection, settings: Settings | None, text: str, *,
+                    gateway: Gateway | None = None) -> PendingVector:
+    """Start the query embedding of a search (see `PendingVector`); nothing starts when semantic
+    search is off or the model is not registered."""
+    return PendingVector(conn, settings, text, gateway)
 
 
 def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:

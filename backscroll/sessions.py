@@ -496,19 +496,20 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         after = _search_position(position)
     agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
     qv = hybrid.QueryVector(hybrid.LEXICAL)
-    if kind != LEXICAL_CURSOR:
-        qv = hybrid.embed_query(conn, settings, scope.workspace_id, q, gateway=gateway, ledger=ledger)
-        qv = hybrid.with_backfill_coverage(conn, qv, agents)
+    # The query embedding is under way while the statistics and the recent window are read.
+    pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
+    workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
+    stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
+    whole = sorted(agents) == sorted(workspace_agents)
+    since = _recent_window_start(conn, scope, agents, q, rank, stats if whole else None)
+    if pending is not None:
+        qv = hybrid.with_backfill_coverage(conn, pending.result(scope.workspace_id, ledger=ledger), agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
-    workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
-    stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
-    whole = sorted(agents) == sorted(workspace_agents)
     nearest = vector_candidates(conn, scope, agents, qv, settings,
                                 docs=stats.docs if whole else None) if qv.usable else []
-    since = _recent_window_start(conn, scope, agents, q, rank, stats if whole else None)
     rows = conn.execute(
         SEARCH,
         {
