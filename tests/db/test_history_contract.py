@@ -407,6 +407,47 @@ def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
     assert verdict["deliverable"], verdict
 
 
+def test_lineage_verdicts_per_root_match_one_walk_per_root(town):
+    """The audit's batched verdicts (backscroll_lineage_denied) judge every root exactly as its own
+    backscroll_lineage_allows call does: a denied node, or more than 5,000 nodes, denies it. Eleven
+    roots of 5,000 nodes each exceed the batch's 50,000 (root, node) pairs and take the per-root
+    fallback; fewer take the single walk. Both must agree with the per-root reference."""
+    w = town.w
+    agent = w.agent_id(WS, AGENT)
+    log = w.conversation(WS, AGENT, "C-log", "log", connector=SLACK, audience={"kind": "public"})
+    ids = [r["id"] for r in w.conn.execute(
+        "insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace)"
+        " select %s, 'tool', 'log ' || g, 'finished', 'public', %s from generate_series(1, 4998) g returning id",
+        (log, NS)).fetchall()]
+    w.conn.execute("insert into message_source_evidence (message_id, kind) select unnest(%s::bigint[]), 'ingest'",
+                   (ids,))
+    memory = w.conn.execute(
+        "insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, source_message_ids)"
+        " values (%s, %s, 'all the logs', 'public', %s, %s) returning id", (w.workspace(WS), agent, NS, ids),
+    ).fetchone()["id"]
+    at_cap = [w.message(WS, town.general, f"report {i}", role="assistant", minute=5 + i, memories=[memory])
+              for i in range(11)]  # 5,000 nodes each: allowed
+    over_cap = w.message(WS, town.general, "report, annotated", role="assistant", minute=20,
+                         memories=[memory], history=[at_cap[0]])  # 5,001 nodes
+    _, laundered = _laundered_reply(town)
+
+    def reference(roots):
+        return sorted(r for r in roots if not w.conn.execute(
+            "select backscroll_lineage_allows(array[%s]::bigint[], %s, 'public', %s, '{}') as ok",
+            (r, agent, NS)).fetchone()["ok"])
+
+    def batched(roots):
+        return w.conn.execute("select backscroll_lineage_denied(%s::bigint[], %s, 'public', %s, '{}') as ids",
+                              (roots, agent, NS)).fetchone()["ids"]
+
+    few = [laundered, over_cap, at_cap[0], at_cap[1]]
+    assert reference(few) == sorted([laundered, over_cap])
+    assert batched(few) == reference(few)
+    many = [*at_cap, over_cap, laundered]  # > 50,000 pairs: the per-root fallback
+    assert batched(many) == reference(many) == sorted([laundered, over_cap])
+    assert batched([]) == []
+
+
 @privacy
 def test_a_neighbour_with_a_narrower_audience_is_skipped(town):
     """Neighbours pass the same predicates as hits: a message said to Carol alone inside the

@@ -15,6 +15,7 @@ from mutants import Mutant
 
 DISCLOSURE = "sql/0004_disclosure.sql"
 IDENTITIES = "sql/0007_history_candidates.sql"
+VERDICTS = "sql/0012_lineage_verdicts.sql"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,16 @@ HISTORY_MUTANTS = [
         when 'public' then true""", expect="all_privacy"),
     ExpectingMutant("disclosure: lineage walk", DISCLOSURE, "backscroll_lineage_allows",
                     "return nodes <= 5000 and denied = 0;", "return true;", expect="exactly_lineage"),
+    # The audit's lineage counts come from one batched walk with its own copy of the node rule;
+    # the exclusion-count tests kill each weakening of it.
+    ExpectingMutant("audit: lineage verdicts per pool member", VERDICTS, "backscroll_lineage_denied",
+                    "where not (r.nodes <= 5000 and r.allowed)", "where false"),
+    ExpectingMutant("audit: lineage verdicts, a message node's audience", VERDICTS, "backscroll_lineage_denied",
+                    "backscroll_audience_allows_for(p_agent, m.audience_kind",
+                    "backscroll_audience_allows_for(p_agent, 'public'::audience_kind"),
+    ExpectingMutant("audit: lineage verdicts, a memory's audience", VERDICTS, "backscroll_lineage_denied",
+                    "backscroll_audience_allows_for(p_agent, k.audience_kind",
+                    "backscroll_audience_allows_for(p_agent, 'public'::audience_kind"),
     ExpectingMutant("disclosure: source evidence in search", "backscroll/history.py", "SEARCH",
                     "when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'",
                     "when false then 'no_evidence'"),
