@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Iterator
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .config import Settings
 
@@ -113,6 +114,33 @@ def make_pool(url: str, settings: Settings, name: str = "backscroll") -> Connect
         open=True,
         name=name,
     )
+
+
+# How long a hybrid search waits for a second connection for its vector list before producing
+# the list after the lexical one on its own connection: short, because the search already holds
+# one, and waiting on a second while holding the first is how a pool deadlocks.
+SIDE_WAIT_S = 0.005
+
+
+def side_connections(pool: ConnectionPool, wait_s: float = SIDE_WAIT_S):
+    """A source of side connections from `pool` (`hybrid.SideConnection`): one if it is free
+    within `wait_s`, else None."""
+
+    @contextmanager
+    def side() -> Iterator[psycopg.Connection | None]:
+        try:
+            conn = pool.getconn(timeout=wait_s)
+        except PoolTimeout:
+            yield None
+            return
+        try:
+            yield conn
+        finally:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()  # a read left open (the pool would roll it back, with a warning)
+            pool.putconn(conn)
+
+    return side
 
 
 @contextmanager

@@ -366,9 +366,15 @@ class PendingQuery:
         self._gateway = gateway
         self._future = future
 
+    def answer(self) -> list[float] | None:
+        """Wait for the answer (the request's own timeout bounds the wait): the vector, or None
+        when the call failed. Writes nothing: `result` writes the ledger row."""
+        outcome = self._future.result()
+        return outcome.answer.vectors[0] if outcome.error is None else None
+
     def result(self, conn: psycopg.Connection, workspace_id: int | None) -> list[float]:
-        """Wait for the answer (the request's own timeout bounds the wait), write its ledger row
-        on `conn`, and return the vector or raise the GatewayError."""
+        """Wait for the answer, write its ledger row on `conn`, and return the vector or raise
+        the GatewayError."""
         return self._future.result().record(self._gateway, conn, workspace_id, "embed_query", "query")[0]
 
 

@@ -241,15 +241,12 @@ VECTOR_SHAPES = {"exact": VECTOR_EXACT, "hnsw": VECTOR_HNSW, "public": VECTOR_PU
 # On-demand evaluation relies on each materialized CTE being read in the order it produced, and
 # on `classified` reading `ranked` in order: its lateral subquery is fenced (`offset 0`) so the
 # planner cannot flatten it into a join that reorders the rows.
-SEARCH = """
-with q as (
+SEARCH_LEXICAL = """
+q as (
     select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq,
            backscroll_or_query(%(cfg)s::regconfig, %(gen_terms)s::text[]) as gen_tsq,
            array(select backscroll_or_query(%(cfg)s::regconfig, array[t])
                    from unnest(%(terms)s::text[]) as t) as each_term
-),
-vec as (
-    select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
 ),
 matches as materialized (
     select s.message_id, s.conversation_id, s.created_at, s.tsv, s.doc_len,
@@ -265,15 +262,33 @@ matches as materialized (
      limit %(pool)s
 ),
 bm25 as materialized (BM25_SCORES),
-candidates as materialized (
+lexical_list as materialized (
     select x.message_id, x.conversation_id, x.created_at,
-           case when %(bm25)s then coalesce(b.bm25, 0) else x.cd end as lexical, true as lexical_match
+           case when %(bm25)s then coalesce(b.bm25, 0) else x.cd end as lexical
       from matches x left join bm25 b on b.message_id = x.message_id
+)
+"""
+# The lexical list handed back in (the hybrid path reads it on its own, beside the vector list).
+LEXICAL_FROM_LIST = """
+lexical_list as (
+    select l.message_id, l.conversation_id, l.created_at, l.lexical
+      from unnest(%(lexical_ids)s::bigint[], %(lexical_conversations)s::bigint[],
+                  %(lexical_created)s::timestamptz[], %(lexical_scores)s::float8[])
+           as l(message_id, conversation_id, created_at, lexical)
+)
+"""
+SEARCH_RANKING = """
+vec as (
+    select v.id, v.pos from unnest(%(vector_ids)s::bigint[]) with ordinality as v(id, pos)
+),
+candidates as materialized (
+    select l.message_id, l.conversation_id, l.created_at, l.lexical, true as lexical_match
+      from lexical_list l
     union all
     select s.message_id, s.conversation_id, s.created_at, 0::float8, false
       from vec join message_search s on s.message_id = vec.id
      where s.agent_id = %(agent)s::bigint
-       and not exists (select 1 from matches x where x.message_id = vec.id)
+       and not exists (select 1 from lexical_list x where x.message_id = vec.id)
 ),
 spoke as materialized (
     select distinct r.conversation_id from messages r
@@ -390,8 +405,22 @@ select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.re
 union all
 select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-""".replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS).replace(
-    "BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "matches"))
+"""
+
+
+def _search_statement(*parts: str) -> str:
+    return ("with " + ",\n".join(p.strip() for p in parts)).replace("DESTINATION_ALLOWS", DESTINATION_ALLOWS).replace(
+        "BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "matches"))
+
+
+# One statement: the lexical list, the vector list handed in, ranked, classified and selected.
+SEARCH = _search_statement(SEARCH_LEXICAL, SEARCH_RANKING)
+# The hybrid path in two: the lexical list alone (read while the vector list is produced beside
+# it), then the rest from the same text.
+LEXICAL_LIST = _search_statement(SEARCH_LEXICAL) + """
+select message_id, conversation_id, created_at, lexical from lexical_list
+"""
+SEARCH_LISTED = _search_statement(LEXICAL_FROM_LIST, SEARCH_RANKING)
 
 # Neighbours: up to two eligible messages on either side of a hit, in the same conversation,
 # passing the same predicates as hits. Walked through the conversation's index in order, so
@@ -570,6 +599,19 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
     return "public" if turn.audience_kind == "public" else "hnsw"
 
 
+def _min_match(stats: ranking.QueryStats, terms: list[str]) -> dict:
+    """A fused search's lexical list admits only messages matching half the query's (weighted)
+    words, when it has MIN_MATCH_TERMS of them: the parameters that say so (none for shorter
+    queries). A term no message contains still counts (a query whose words mostly occur nowhere
+    is a paraphrase: its lexical list should be strict), but as a term of one message, not as
+    more than any term that does occur."""
+    if len(terms) < MIN_MATCH_TERMS:
+        return {}
+    weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
+               for df, has in zip(stats.term_df, stats.term_has_lexemes)]
+    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9}
+
+
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
                        settings: Settings | None, shape: str) -> list[int]:
     """The vector list, nearest first, under the same predicates as the lexical list."""
@@ -592,11 +634,14 @@ def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
                    request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
-                   gateway: Gateway | None = None, rank: ranking.Ranking | None = None) -> dict:
+                   gateway: Gateway | None = None, rank: ranking.Ranking | None = None,
+                   side: hybrid.SideConnection | None = None) -> dict:
     """Run one search for a turn; record its results as evidence and write its audit row.
 
     Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
-    without settings or without a model. The lexical ranking is `rank`, else the settings'."""
+    without settings or without a model. The lexical ranking is `rank`, else the settings'. With
+    `side` (where a second connection may come from), the vector list is produced there while
+    this connection reads the lexical list."""
     rank = rank or ranking.Ranking.from_settings(settings)
     turn = load_turn(conn, workspace_id, request.turn_id)
     if agent_ids is not None and turn.agent_id not in agent_ids:
@@ -635,7 +680,6 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     generating = [terms[i] for i in chosen]
     since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id],
                                         sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
-    qv = hybrid.with_backfill_coverage(conn, pending.result(turn.workspace_id), [turn.agent_id])
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
@@ -649,19 +693,39 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "gen_terms": generating, "pool": rank.pool or None, "since": since, **stats.params(rank),
         **turn.destination_params(),
     }
-    if qv.usable:
-        params["vector_ids"] = _vector_candidates(conn, qv, params, settings,
-                                                  vector_shape(turn, stats.docs, settings))
-        params["fused"] = bool(params["vector_ids"])
-        if params["fused"] and len(terms) >= MIN_MATCH_TERMS:
-            # A term no message contains still counts (a query whose words mostly occur nowhere is
-            # a paraphrase: its lexical list should be strict), but as a term of one message, not
-            # as more than any term that does occur.
-            weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
-                       for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-            params["term_weights"] = weights
-            params["min_mass"] = MIN_MATCH_SHARE * sum(weights) - 1e-9
-    rows = conn.execute(SEARCH, params).fetchall() if terms or params["vector_ids"] else []
+    shape = vector_shape(turn, stats.docs, settings)
+    vector_params = dict(params)
+
+    def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[int]:
+        return _vector_candidates(c, usable, vector_params, settings, shape)
+
+    strict = _min_match(stats, terms)
+    statement = SEARCH
+    beside = pending.beside(side, vector_list)
+    if beside is not None:
+        # The lexical list is read while the vector list is produced beside it: strict, as a
+        # fused search reads it, unless the fusion then does not happen.
+        params.update(strict)
+        lexical = conn.execute(LEXICAL_LIST, params).fetchall() if terms else []
+        qv, vector_ids = beside.result(turn.workspace_id)
+        params.update(vector_ids=vector_ids or [], fused=bool(vector_ids))
+        if not params["fused"] and params["min_mass"] > 0:
+            params.update(min_mass=0.0, term_weights=[0.0] * len(terms))
+            lexical = conn.execute(LEXICAL_LIST, params).fetchall()
+        statement = SEARCH_LISTED
+        params.update(lexical_ids=[r["message_id"] for r in lexical],
+                      lexical_conversations=[r["conversation_id"] for r in lexical],
+                      lexical_created=[r["created_at"] for r in lexical],
+                      lexical_scores=[r["lexical"] for r in lexical])
+    else:
+        qv = pending.result(turn.workspace_id)
+        if qv.usable:
+            params["vector_ids"] = vector_list(conn, qv)
+            params["fused"] = bool(params["vector_ids"])
+            if params["fused"]:
+                params.update(strict)
+    qv = hybrid.with_backfill_coverage(conn, qv, [turn.agent_id])
+    rows = conn.execute(statement, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}
     for r in rows:

@@ -18,8 +18,11 @@ Degradation (what a search reports as `mode` and `degradation`, never as an erro
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Sequence
+from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 import psycopg
 
@@ -30,6 +33,11 @@ from .status import coverage as coverage_ratio
 from .vectors import Model, ModelNotRegistered, get_model
 
 RRF_K = 60
+
+T = TypeVar("T")
+# Where a search's vector list gets a connection of its own: a context manager yielding one, or
+# None when none is free at once (`db.side_connections`).
+SideConnection = Callable[[], AbstractContextManager["psycopg.Connection | None"]]
 
 LEXICAL = "lexical"
 HYBRID = "hybrid"
@@ -125,6 +133,9 @@ class PendingVector:
             vector = self._pending.result(ledger or self._conn, workspace_id)
         except GatewayError as exc:
             return _degraded_by(exc)
+        return self._query_vector(vector)
+
+    def _query_vector(self, vector: list[float]) -> QueryVector:
         model = self._model
         if len(vector) != model.dimensions:
             # The server answers with another size than the model was registered with: comparing
@@ -132,6 +143,67 @@ class PendingVector:
             return QueryVector(DEGRADED, degradation=degradation(UNAVAILABLE, detail=(
                 f"{len(vector)}-dimensional query vector for a {model.dimensions}-dimensional model")))
         return QueryVector(HYBRID, vector=vector, model=model)
+
+    def beside(self, side: SideConnection | None, vector_list: Callable[[psycopg.Connection, QueryVector], T]
+               ) -> "Beside[T] | None":
+        """The vector list, produced on a connection of its own as soon as the vector arrives,
+        while the search's connection reads the lexical list; None when there is nothing to
+        overlap (no call under way, or no `side` source)."""
+        if side is None or self._pending is None:
+            return None
+        return Beside(self, side, vector_list)
+
+
+class Beside(Generic[T]):
+    """A vector list under way beside the lexical list (`PendingVector.beside`).
+
+    Its connection comes from `side` (the pool the search's own connection came from), waited for
+    only briefly: a search never holds one connection while blocking on a second (that is how a
+    pool deadlocks), and without one the list is produced afterwards on the search's connection.
+    It reads its own snapshot; the fused statement re-checks every vector candidate under the
+    search's predicates on the search's connection, so the list can be stale, never wider."""
+
+    def __init__(self, pending: PendingVector, side: SideConnection,
+                 vector_list: Callable[[psycopg.Connection, QueryVector], T]):
+        self._pending = pending
+        self._vector_list = vector_list
+        self._future = _executor().submit(self._run, side)
+
+    def _run(self, side: SideConnection) -> T | None:
+        vector = self._pending._pending.answer()
+        if vector is None:
+            return None
+        qv = self._pending._query_vector(vector)
+        if not qv.usable:
+            return None
+        with side() as conn:
+            return self._vector_list(conn, qv) if conn is not None else None
+
+    def result(self, workspace_id: int | None, *, ledger: psycopg.Connection | None = None
+               ) -> tuple[QueryVector, T | None]:
+        """The query vector (its ledger row written, as `PendingVector.result` does) and the
+        vector list (None when the vector is unusable); the list is produced now, on the
+        search's connection, if no side connection was free."""
+        produced = self._future.result()
+        qv = self._pending.result(workspace_id, ledger=ledger)
+        if not qv.usable:
+            return qv, None
+        if produced is None:
+            produced = self._vector_list(self._pending._conn, qv)
+        return qv, produced
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+VECTOR_LIST_THREADS = 64  # vector lists in flight at once per process (threads start on demand)
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=VECTOR_LIST_THREADS, thread_name_prefix="vector-list")
+        return _EXECUTOR
 
 
 def _degraded_by(exc: GatewayError) -> QueryVector:

@@ -127,9 +127,8 @@ select"""
 # `-a or b`: querytree() is 'T', or empty) would match nearly everything the reader can see:
 # it searches titles only.
 TSQUERY = "websearch_to_tsquery(%(ts_config)s::regconfig, %(q)s)"
-SEARCH = (
-    """
-with title_hits as (
+SEARCH_TITLES = """
+title_hits as (
     select c.id, word_similarity(%(q)s, c.title) as score
       from conversations c
      where c.workspace_id = %(ws)s
@@ -137,7 +136,9 @@ with title_hits as (
        and (c.agent_id = any(%(agents)s::bigint[])
             or (c.creator_actor_id = %(actor)s
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
-),
+)
+"""
+SEARCH_CONTENT = """
 content_candidates as materialized (
     (select s.conversation_id, s.message_id, s.tsv, s.doc_len
        from message_search s
@@ -178,7 +179,19 @@ best_content as (
 content_ranked as (
     select b.*, row_number() over (order by b.score desc, b.conversation_id desc) as rank
       from best_content b
-),
+)
+"""
+# The content list handed back in (the hybrid path reads it on its own, beside the vector list).
+CONTENT_FROM_LIST = """
+content_ranked as (
+    select l.conversation_id, l.message_id, l.score, l.rank
+      from unnest(%(content_conversations)s::bigint[], %(content_messages)s::bigint[],
+                  %(content_scores)s::float8[], %(content_ranks)s::bigint[])
+           as l(conversation_id, message_id, score, rank)
+)
+"""
+SEARCH_FUSION = (
+    """
 semantic_hits as (
     select vc.id as conversation_id, v.message_id, v.rank
       from unnest(%(vector_conversations)s::bigint[], %(vector_messages)s::bigint[])
@@ -228,7 +241,20 @@ select"""
   left join messages m on m.id = p.message_id
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
 """
-).replace("TSQ", TSQUERY).replace("BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "content_candidates"))
+)
+
+
+def _search_statement(*parts: str) -> str:
+    return ("with " + ",\n".join(p.strip() for p in parts)).replace("TSQ", TSQUERY).replace(
+        "BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "content_candidates"))
+
+
+# One statement: titles, contents and the vector list handed in, fused (the lexical path).
+SEARCH = _search_statement(SEARCH_TITLES, SEARCH_CONTENT, SEARCH_FUSION)
+# The hybrid path in two: the content list alone (read while the vector list is produced beside
+# it), then titles and both lists, fused, from the same text.
+CONTENT_LIST = _search_statement(SEARCH_CONTENT) + "\nselect conversation_id, message_id, score, rank from content_ranked\n"
+SEARCH_LISTED = _search_statement(SEARCH_TITLES, CONTENT_FROM_LIST, SEARCH_FUSION)
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content
 # search (the reader's agents, or the reader's own conversations with any agent of the
@@ -481,12 +507,14 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
            limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
-           ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None) -> dict:
+           ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None,
+           side: hybrid.SideConnection | None = None) -> dict:
     """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
 
     Title matches come first; below them, content and semantic matches are fused by reciprocal
     rank when a query vector is available, and ranked by content score alone otherwise (BM25 or
-    ts_rank_cd: `rank`, else the settings')."""
+    ts_rank_cd: `rank`, else the settings'). With `side` (where a second connection may come
+    from), the vector list is produced there while this connection reads the content list."""
     rank = rank or ranking.Ranking.from_settings(settings)
     fp = fingerprint("search", q, scope.only_agent)
     after = [3, math.inf, math.inf, MAX_ID]  # before every row
@@ -502,43 +530,57 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
     whole = sorted(agents) == sorted(workspace_agents)
     since = _recent_window_start(conn, scope, agents, q, rank, stats if whole else None)
-    if pending is not None:
-        qv = hybrid.with_backfill_coverage(conn, pending.result(scope.workspace_id, ledger=ledger), agents)
+    params = {
+        "ws": scope.workspace_id,
+        "actor": scope.actor_id,
+        "agents": agents,
+        "only_agent": scope.only_agent,
+        "q": q,
+        "pattern": f"%{escape_like(q)}%",
+        "other_agents": [a for a in scope.other_agent_ids
+                         if scope.only_agent is None or a == scope.only_agent],
+        "ts_config": scope.ts_config,
+        "after_tier": after[0],
+        "after_score": after[1],
+        "after_content": after[2],
+        "after_id": after[3],
+        "fetch": limit + 1,
+        "searchable": SEARCHABLE_CHARS,
+        "markers": HL_START + HL_STOP,
+        "headline_options": headline_options(limits.excerpt_words),
+        "rrf_k": hybrid.RRF_K,
+        "pool": rank.pool or None,
+        "since": since,
+        **stats.params(rank),
+    }
+
+    def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[dict]:
+        return vector_candidates(c, scope, agents, usable, settings, docs=stats.docs if whole else None)
+
+    statement, nearest = SEARCH, None
+    beside = pending.beside(side, vector_list) if pending is not None else None
+    if beside is not None:
+        content = conn.execute(CONTENT_LIST, params).fetchall()
+        qv, nearest = beside.result(scope.workspace_id, ledger=ledger)
+        statement = SEARCH_LISTED
+        params.update(content_conversations=[r["conversation_id"] for r in content],
+                      content_messages=[r["message_id"] for r in content],
+                      content_scores=[r["score"] for r in content], content_ranks=[r["rank"] for r in content])
+    elif pending is not None:
+        qv = pending.result(scope.workspace_id, ledger=ledger)
+    qv = hybrid.with_backfill_coverage(conn, qv, agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
-    nearest = vector_candidates(conn, scope, agents, qv, settings,
-                                docs=stats.docs if whole else None) if qv.usable else []
-    rows = conn.execute(
-        SEARCH,
-        {
-            "ws": scope.workspace_id,
-            "actor": scope.actor_id,
-            "agents": agents,
-            "only_agent": scope.only_agent,
-            "q": q,
-            "pattern": f"%{escape_like(q)}%",
-            "other_agents": [a for a in scope.other_agent_ids
-                             if scope.only_agent is None or a == scope.only_agent],
-            "ts_config": scope.ts_config,
-            "after_tier": after[0],
-            "after_score": after[1],
-            "after_content": after[2],
-            "after_id": after[3],
-            "fetch": limit + 1,
-            "searchable": SEARCHABLE_CHARS,
-            "markers": HL_START + HL_STOP,
-            "headline_options": headline_options(limits.excerpt_words),
-            "fused": qv.usable,
-            "rrf_k": hybrid.RRF_K,
-            "vector_conversations": [r["conversation_id"] for r in nearest],
-            "vector_messages": [r["message_id"] for r in nearest],
-            "pool": rank.pool or None,
-            "since": since,
-            **stats.params(rank),
-        },
-    ).fetchall()
+    if nearest is None:
+        nearest = vector_list(conn, qv) if qv.usable else []
+    rows = conn.execute(statement, {
+        **params,
+        "fused": qv.usable,
+        "vector_conversations": [r["conversation_id"] for r in nearest],
+        "vector_messages": [r["message_id"] for r in nearest],
+    }).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
     sessions = []

@@ -30,7 +30,7 @@ def search_history(request: Request, svc: Svc, body: history.SearchRequest):
     digest = query_digest(svc.settings, body.query)
     with svc.session(request, TokenKind.runtime) as (conn, principal):
         return history.search_history(conn, principal.workspace_id, principal.agent_ids, body, digest,
-                                      settings=svc.settings)
+                                      settings=svc.settings, side=svc.side())
 
 
 @router.post("/v1/turns/{turn_id}/reply", status_code=201, summary="Store the reply with the turn's evidence as provenance")

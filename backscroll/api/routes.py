@@ -71,7 +71,7 @@ def list_sessions(
             return sessions.recent(conn, scope, svc.codec, before, size)
         with svc.ledger() as ledger:
             return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits, settings=svc.settings,
-                                   ledger=ledger)
+                                   ledger=ledger, side=svc.side(read=True))
 
 
 @router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")

@@ -12,6 +12,8 @@ from psycopg_pool import ConnectionPool
 from ..auth import Principal, TokenKind, authenticate
 from ..config import Settings
 from ..cursor import CursorCodec
+from ..db import side_connections
+from ..hybrid import SideConnection
 from ..keys import derive, root_key
 from ..sessions import Limits
 
@@ -62,6 +64,11 @@ class Service:
                 # A replica refuses writes anyway; this also holds when the URL points at a primary.
                 conn.execute("set transaction read only")
                 yield conn, principal
+
+    def side(self, *, read: bool = False) -> SideConnection:
+        """Where a hybrid search's vector list may take a second connection: the pool its own
+        connection came from (`read`: a person's read, on the replica when there is one)."""
+        return side_connections(self.read_pool if read and self.read_pool is not None else self.pool)
 
     @contextmanager
     def ledger(self) -> Iterator[psycopg.Connection | None]:

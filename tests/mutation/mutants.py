@@ -34,26 +34,26 @@ MUTANTS = [
            "where c.agent_id = a.agent_id", "where true"),
     Mutant("recent list: own-conversation predicate", SESSIONS, "RECENT",
            "where c.creator_actor_id = %(actor)s", "where true"),
-    Mutant("title search: agent predicate", SESSIONS, "SEARCH",
+    Mutant("title search: agent predicate", SESSIONS, "SEARCH_TITLES",
            "and (c.agent_id = any(%(agents)s::bigint[])\n            or (c.creator_actor_id",
            "and (true\n            or (c.creator_actor_id"),
-    Mutant("title search: own-conversation predicate", SESSIONS, "SEARCH",
+    Mutant("title search: own-conversation predicate", SESSIONS, "SEARCH_TITLES",
            "or (c.creator_actor_id = %(actor)s", "or (true"),
-    Mutant("content search: agent predicate", SESSIONS, "SEARCH",
+    Mutant("content search: agent predicate", SESSIONS, "SEARCH_CONTENT",
            "where s.agent_id = any(%(agents)s::bigint[])", "where true"),
-    Mutant("content search: own-conversation predicate", SESSIONS, "SEARCH",
+    Mutant("content search: own-conversation predicate", SESSIONS, "SEARCH_CONTENT",
            "where c.creator_actor_id = %(actor)s", "where true"),
     # The own-conversations branch reaches the sidecar through its GIN index over the workspace's
     # other agents; a sidecar row naming one of the reader's conversations but indexed under an
     # agent of another workspace must not surface through it.
-    Mutant("content search: own conversations only through the workspace's other agents", SESSIONS, "SEARCH",
+    Mutant("content search: own conversations only through the workspace's other agents", SESSIONS, "SEARCH_CONTENT",
            "and s.agent_id = any(%(other_agents)s::bigint[])", "and true"),
     # A query with no positive term (`-rose`) would match nearly everything the reader may see:
     # contents are not searched at all, in either branch.
-    Mutant("content search: no positive term, agents' branch", SESSIONS, "SEARCH",
+    Mutant("content search: no positive term, agents' branch", SESSIONS, "SEARCH_CONTENT",
            "and s.tsv @@ (select TSQ)\n        and querytree(TSQ) not in ('T', '')",
            "and s.tsv @@ (select TSQ)\n        and true"),
-    Mutant("content search: no positive term, own-conversations branch", SESSIONS, "SEARCH",
+    Mutant("content search: no positive term, own-conversations branch", SESSIONS, "SEARCH_CONTENT",
            "and s.tsv @@ TSQ\n        and querytree(TSQ) not in ('T', '')",
            "and s.tsv @@ TSQ\n        and true"),
     # Semantic hits: the vector list is a filtered index scan with its own copy of the narrowing,
@@ -69,9 +69,9 @@ MUTANTS = [
            "and e.model = %(model)s", "and true"),
     Mutant("semantic list, HNSW: only the configured model's vectors", SESSIONS, "SEMANTIC_HNSW",
            "where e.model = %(model)s", "where true"),
-    Mutant("semantic re-check: agent predicate", SESSIONS, "SEARCH",
+    Mutant("semantic re-check: agent predicate", SESSIONS, "SEARCH_FUSION",
            "and (vc.agent_id = any(%(agents)s::bigint[])", "and (true"),
-    Mutant("semantic re-check: own-conversation predicate", SESSIONS, "SEARCH",
+    Mutant("semantic re-check: own-conversation predicate", SESSIONS, "SEARCH_FUSION",
            "or (vc.creator_actor_id = %(actor)s", "or (true"),
     # The sidebar's transcript: its query narrows by itself, not only behind get_one's check
     # (tests/browser/test_page_http.py::test_transcript_query_narrows_by_itself).

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import itertools
 import os
+from contextlib import contextmanager
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from backscroll import local_embeddings
 from backscroll.config import Settings
-from backscroll.db import connect
+from backscroll.db import connect, session_kwargs, side_connections
 from backscroll.gateway import Gateway
 from backscroll.vectors import register_model
 from tests.conftest import TEMPLATE
@@ -105,3 +107,39 @@ def ledger(db_url):
 def count(url: str, query: str, params=()) -> int:
     with psycopg.connect(url) as conn:
         return conn.execute(query, params).fetchone()[0]
+
+
+class SideSource:
+    """Where a hybrid search's vector list takes its second connection (`hybrid.SideConnection`),
+    counting the connections it handed out: a test of the side-by-side path must see it taken."""
+
+    def __init__(self, pool: ConnectionPool | None):
+        self._source = side_connections(pool) if pool is not None else None
+        self.pooled = pool is not None
+        self.lent = 0
+
+    @contextmanager
+    def __call__(self):
+        if self._source is None:  # none free: the search produces the list on its own connection
+            yield None
+            return
+        with self._source() as conn:
+            self.lent += conn is not None
+            yield conn
+
+
+@pytest.fixture(params=["one connection", "side by side", "no side connection free"])
+def side(request, db_url):
+    """The three ways a hybrid search produces its lists; each must give the same answer."""
+    if request.param == "one connection":
+        return None
+    pool = None
+    if request.param == "side by side":
+        pool = ConnectionPool(db_url, kwargs=session_kwargs(), min_size=1, max_size=1, open=True)
+        request.addfinalizer(pool.close)
+    return SideSource(pool)
+
+
+def side_taken(side: SideSource | None) -> int | None:
+    """How many side connections the searches took (None: the one-connection path)."""
+    return None if side is None else side.lent

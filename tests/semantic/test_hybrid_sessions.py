@@ -12,9 +12,11 @@ from __future__ import annotations
 import pytest
 
 from backscroll import local_embeddings, sessions
+from backscroll.auth import Principal, TokenKind
+from backscroll.cursor import CursorCodec
 from backscroll.backfill import run_backfill
 from backscroll.local_embeddings import LocalEmbeddings
-from tests.semantic.conftest import e5_settings
+from tests.semantic.conftest import e5_settings, side_taken
 from tests.semantic.test_hybrid_history import _other_model_rows, embed_missing
 from tests.world import World, bearer, client
 
@@ -121,6 +123,27 @@ def test_another_readers_dm_never_surfaces_at_any_similarity(db_url, office, e5,
     assert own["sessions"][0]["id"] == office["ids"]["alice_events"]
     # Bob, who reads every agent, finds his DM.
     assert _search(db_url, e5, office["bob"], q=DM_TEXT)["sessions"][0]["id"] == office["ids"]["bob_dm"]
+
+
+@privacy
+def test_side_by_side_or_one_after_the_other_the_answer_is_the_same(db_url, office, e5, gateway_factory, side):
+    """The API produces the vector list on a second connection while the first reads the content
+    list; a search without one, or finding none free, reads them in turn. Same answer, same
+    narrowing, every way."""
+    backfill(db_url, e5)
+    w = office["w"]
+    alice = Principal(token_id=0, kind=TokenKind.reader, workspace_id=w.workspace(WS),
+                      actor_id=w.actor_id(WS, NS, "U_A", "Alice"), agent_ids=(w.agent_id(WS, "concierge"),))
+    scope = sessions.resolve_scope(w.conn, alice, None)
+    limits = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
+    gateway = gateway_factory(e5)
+    for q in (PARAPHRASE, DM_TEXT, "double booking", "vegetarian food for the gala"):
+        body = sessions.search(w.conn, scope, CursorCodec(b"k" * 32), q, None, 20, limits, settings=e5,
+                               gateway=gateway, side=side)
+        assert body["mode"] == "hybrid"
+        assert office["ids"]["bob_dm"] not in _ids(body), f"DISCLOSED Bob's DM to Alice: {body}"
+        assert _ids(body) == _ids(_search(db_url, e5, office["alice"], q=q))
+    assert side_taken(side) in (None, 4 if side is not None and side.pooled else 0)
 
 
 @privacy
