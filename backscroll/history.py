@@ -28,7 +28,7 @@ from .config import Settings, setting
 from .errors import NotFound
 from .gateway import Gateway
 from .ingest import Text
-from .vectors import distance, ef_search_for, literal, use_iterative_scan
+from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20
@@ -623,7 +623,8 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
 
 def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
                  settings: Settings | None, shape: str) -> list[dict]:
-    statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=distance(qv.model.dimensions))
+    measure = distance if shape == "hnsw" else exact_distance
+    statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=measure(qv.model.dimensions))
     public_cap = setting(settings, "hybrid_public_max_rows")
     with conn.transaction():
         if shape == "hnsw":

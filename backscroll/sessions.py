@@ -20,7 +20,7 @@ from .config import Settings, setting
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
 from .gateway import Gateway
-from .vectors import distance, ef_search_for, literal, use_iterative_scan
+from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 # The first page starts "before" the largest position a keyset can hold.
 MAX_ID = 9_223_372_036_854_775_807
@@ -493,7 +493,7 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     if docs is None:
         docs = ranking.scope_docs(conn, agents)
     exact = docs <= setting(settings, "hybrid_exact_max_rows")
-    dist = distance(qv.model.dimensions)
+    dist = (exact_distance if exact else distance)(qv.model.dimensions)
     statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
     with conn.transaction():
         if not exact:

@@ -157,6 +157,15 @@ def distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.C
         col=sql.Identifier(column), dims=sql.Literal(dims), param=sql.Placeholder(query))
 
 
+def exact_distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.Composed:
+    """The same cosine distance for an exact scan, computed as `1 + (a <#> q)`: every stored vector
+    is unit length (the gateway normalizes; migration 0013 checks it) as is the query's, so one
+    minus the inner product is the cosine distance, at about half the arithmetic of `<=>`, which
+    a scan of thousands of vectors feels. An index walk keeps `distance`, its index's expression."""
+    return sql.SQL("1 + (({col}.embedding::vector({dims})) <#> {param}::vector({dims}))").format(
+        col=sql.Identifier(column), dims=sql.Literal(dims), param=sql.Placeholder(query))
+
+
 def ef_search_for(settings: Settings | None) -> int:
     """hnsw.ef_search for a search: the setting, or its declared default without settings."""
     return setting(settings, "hnsw_ef_search")

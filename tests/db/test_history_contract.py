@@ -377,11 +377,10 @@ def test_the_sidecar_narrows_but_never_vouches(town):
     assert_not_disclosed(result, foreign, "another agent's conversation through a stale sidecar row")
 
 
-def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
-    """A reply whose lineage is exactly 5,000 nodes is allowed on its own; with the answering
-    message the reply's whole provenance would be 5,001 nodes, which denies everything. The
-    search must not admit it (it is counted under `lineage`), so the reply stays deliverable."""
-    w = town.w
+def _memory_of_logs(t: Town) -> int:
+    """A public memory built from 4,998 public log messages: a reply on it has exactly 5,000
+    lineage nodes (itself, the memory, the logs), the walk's cap."""
+    w = t.w
     log = w.conversation(WS, AGENT, "C-log", "log", connector=SLACK, audience={"kind": "public"})
     ids = [r["id"] for r in w.conn.execute(
         "insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace)"
@@ -389,10 +388,18 @@ def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
         (log, NS)).fetchall()]
     w.conn.execute("insert into message_source_evidence (message_id, kind) select unnest(%s::bigint[]), 'ingest'",
                    (ids,))
-    memory = w.conn.execute(
+    return w.conn.execute(
         "insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, source_message_ids)"
         " values (%s, %s, 'all the logs', 'public', %s, %s) returning id",
         (w.workspace(WS), w.agent_id(WS, AGENT), NS, ids)).fetchone()["id"]
+
+
+def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
+    """A reply whose lineage is exactly 5,000 nodes is allowed on its own; with the answering
+    message the reply's whole provenance would be 5,001 nodes, which denies everything. The
+    search must not admit it (it is counted under `lineage`), so the reply stays deliverable."""
+    w = town.w
+    memory = _memory_of_logs(town)  # a reply built on it walks 5,000 nodes
     reply = w.message(WS, town.general, "The falcon report is ready", role="assistant", minute=5, memories=[memory])
     alone = w.conn.execute("select backscroll_lineage_allows(array[%s]::bigint[], %s, 'public', %s, '{}') as ok",
                            (reply, w.agent_id(WS, AGENT), NS)).fetchone()["ok"]
@@ -414,17 +421,7 @@ def test_lineage_verdicts_per_root_match_one_walk_per_root(town):
     fallback; fewer take the single walk. Both must agree with the per-root reference."""
     w = town.w
     agent = w.agent_id(WS, AGENT)
-    log = w.conversation(WS, AGENT, "C-log", "log", connector=SLACK, audience={"kind": "public"})
-    ids = [r["id"] for r in w.conn.execute(
-        "insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace)"
-        " select %s, 'tool', 'log ' || g, 'finished', 'public', %s from generate_series(1, 4998) g returning id",
-        (log, NS)).fetchall()]
-    w.conn.execute("insert into message_source_evidence (message_id, kind) select unnest(%s::bigint[]), 'ingest'",
-                   (ids,))
-    memory = w.conn.execute(
-        "insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, source_message_ids)"
-        " values (%s, %s, 'all the logs', 'public', %s, %s) returning id", (w.workspace(WS), agent, NS, ids),
-    ).fetchone()["id"]
+    memory = _memory_of_logs(town)
     at_cap = [w.message(WS, town.general, f"report {i}", role="assistant", minute=5 + i, memories=[memory])
               for i in range(11)]  # 5,000 nodes each: allowed
     over_cap = w.message(WS, town.general, "report, annotated", role="assistant", minute=20,

@@ -198,7 +198,8 @@ def _other_model_rows(w: World, model: str = FAKE_MODEL, dims: int = FAKE_DIMS) 
     register_model(w.url, model, dims)
     rng = random.Random(7)
     for r in w.conn.execute("select message_id from message_search where tsv <> ''::tsvector").fetchall():
-        vector = [rng.uniform(-1, 1) for _ in range(dims)]
+        raw = [rng.uniform(-1, 1) for _ in range(dims)]
+        vector = [x / sum(y * y for y in raw) ** 0.5 for x in raw]  # unit length, as the gateway stores
         w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s::vector)"
                        " on conflict do nothing", (r["message_id"], model, literal(vector)))
 

@@ -52,7 +52,7 @@ def test_degraded_backfilling_then_hybrid(db_url, world, fake, gateway_factory):
         "pending", 0, 8, None)
 
     world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
-                       "select message_id, %s, array_fill(0.5, array[8])::vector from message_search "
+                       "select message_id, %s, l2_normalize(array_fill(0.5, array[8])::vector) from message_search "
                        "order by message_id limit 2", (FAKE_MODEL,))
     body = status(world, **fake_config(fake))
     assert body["degradation"] == {"category": "backfilling", "coverage": 0.25,

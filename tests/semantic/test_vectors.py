@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import psycopg
+
 import pytest
 
 from backscroll import vectors
@@ -100,7 +102,7 @@ def _seed(world, agents: int, per_agent: int, dims: int, model: str) -> list[int
         ids += [r["id"] for r in rows]
     world.conn.execute(
         "insert into message_embeddings (message_id, model, embedding) "
-        "select u.id, %s, u.v::vector from unnest(%s::bigint[], %s::text[]) as u(id, v)",
+        "select u.id, %s, l2_normalize(u.v::vector) from unnest(%s::bigint[], %s::text[]) as u(id, v)",
         (model, ids, [vectors.literal([rng.gauss(0, 1) for _ in range(dims)]) for _ in ids]))
     world.conn.execute("analyze message_embeddings")
     assert ws
@@ -132,7 +134,7 @@ def test_a_query_uses_its_models_index_and_sees_only_its_models_vectors(world):
     big, _ = register_model(world.url, "big-16", 16)
     ids = _seed(world, 2, 30, 4, "small-4")
     world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
-                       "select message_id, 'big-16', array_fill(0.5, array[16])::vector from message_embeddings")
+                       "select message_id, 'big-16', l2_normalize(array_fill(0.5, array[16])::vector) from message_embeddings")
     world.conn.execute("analyze message_embeddings")
     rows, plan = _nearest(world, "small-4", 4, None, iterative=False)
     assert small.index_name in plan and big.index_name not in plan
@@ -150,3 +152,30 @@ def test_the_iterative_scan_keeps_a_filtered_search_from_starving(world):
     assert len(starved) < 10  # ef_search (40) nearest, of which about 2% are this agent's
     fed, _ = _nearest(world, "m8", 8, agent, iterative=True)
     assert len(fed) == 10
+
+
+def test_a_vector_not_of_unit_length_is_refused(world, fake_model):
+    """Exact scans rank by the inner product, which is the cosine distance for unit vectors only:
+    the table takes no other (migration 0013)."""
+    c = world.conversation("acme", "concierge", "t1")
+    m = world.message("acme", c, "dinner in the Rose Room")
+    with pytest.raises(psycopg.errors.CheckViolation, match="message_embeddings_unit_length"):
+        world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                           "values (%s, %s, '[2,0,0,0,0,0,0,0]')", (m, fake_model))
+    world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                       "values (%s, %s, '[0.6,0.8,0,0,0,0,0,0]')", (m, fake_model))
+
+
+def test_the_exact_scans_distance_is_the_cosine_distance(world):
+    from psycopg import sql
+
+    register_model(world.url, "small-4", 4)
+    _seed(world, 2, 30, 4, "small-4")
+    query = vectors.literal([0.5, -0.5, 0.5, 0.5])
+    rows = world.conn.execute(sql.SQL(
+        "select e.message_id, {cosine} as cosine, {exact} as exact from message_embeddings e"
+        " where e.model = 'small-4' order by {exact}, e.message_id").format(
+            cosine=vectors.distance(4), exact=vectors.exact_distance(4)), {"query_vector": query}).fetchall()
+    assert len(rows) == 60
+    assert all(abs(r["cosine"] - r["exact"]) < 1e-6 for r in rows)
+    assert all(b["cosine"] >= a["cosine"] - 1e-6 for a, b in zip(rows, rows[1:]))  # ordered as by `<=>`
