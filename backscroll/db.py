@@ -116,24 +116,6 @@ def make_pool(url: str, settings: Settings, name: str = "backscroll") -> Connect
     )
 
 
-SET_PLAN_CACHE_MODE = """
-select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
-"""
-
-
-@contextmanager
-def generic_plans(conn: psycopg.Connection) -> Iterator[None]:
-    """Prepared statements run here on their generic plan: for statements whose best plan is the
-    same for any parameters (index walks by key), planning each call costs more than running it,
-    yet PostgreSQL's estimate for an array of unknown size keeps them on custom plans (history's
-    NEIGHBOURS; the exact vector lists, whose ids arrive as an array). Set for the current
-    transaction, then restored; after an error the transaction's end discards it. Never for a
-    statement that must use a partial index (an HNSW walk: `model = $1` cannot prove `model = 'M'`)."""
-    was = conn.execute(SET_PLAN_CACHE_MODE, {"mode": "force_generic_plan"}, prepare=True).fetchone()["was"]
-    yield
-    conn.execute(SET_PLAN_CACHE_MODE, {"mode": was}, prepare=True)
-
-
 # How long a hybrid search waits for a second connection for its vector list before producing
 # the list after the lexical one on its own connection: short, because the search already holds
 # one, and waiting on a second while holding the first is how a pool deadlocks.

@@ -23,7 +23,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from . import db, hybrid, ranking
+from . import hybrid, ranking
 from .config import Settings, setting
 from .errors import NotFound
 from .gateway import Gateway
@@ -489,6 +489,9 @@ JOINT_LINEAGE = """
 select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_kind)s::audience_kind,
                                  %(d_namespace)s, %(d_readers)s::text[]) as ok
 """
+SET_PLAN_CACHE_MODE = """
+select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
+"""
 EXCLUSION_KEYS = ("already_in_context", "no_evidence", "audience", "lineage", "below_cutoff")
 
 
@@ -512,6 +515,18 @@ class Turn:
     def destination_params(self) -> dict:
         return {"d_kind": self.audience_kind, "d_namespace": self.audience_namespace,
                 "d_readers": list(self.audience_readers)}
+
+
+@contextmanager
+def generic_plans(conn: psycopg.Connection) -> Iterator[None]:
+    """Prepared statements run here on their generic plan. For NEIGHBOURS: planning it (the
+    inlined audience predicate, twice) costs about twice what running it does, its best plan is
+    the same for any hits (an index walk per hit), yet PostgreSQL's estimate for an array of
+    unknown size keeps it on custom plans. Set for the current transaction (the request's), then
+    restored; after an error the transaction's end discards it."""
+    was = conn.execute(SET_PLAN_CACHE_MODE, {"mode": "force_generic_plan"}, prepare=True).fetchone()["was"]
+    yield
+    conn.execute(SET_PLAN_CACHE_MODE, {"mode": was}, prepare=True)
 
 
 def _jointly_allowed(conn: psycopg.Connection, ids: list[int], params: dict) -> bool:
@@ -611,16 +626,11 @@ def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
     measure = distance if shape == "hnsw" else exact_distance
     statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=measure(qv.model.dimensions))
     public_cap = setting(settings, "hybrid_public_max_rows")
-    params = {**params, "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,
-              "public_cap": public_cap}
     with conn.transaction():
         if shape == "hnsw":
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))
-            return conn.execute(statement, params).fetchall()
-        # An exact list's plan is the same for any perspective (key lookups of an id array), and
-        # planning it cost more than a third of running it (2.4 of 6.7 ms saved on a public list).
-        with db.generic_plans(conn):
-            return conn.execute(statement, params, prepare=True).fetchall()
+        return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": literal(qv.vector),
+                                        "vector_k": VECTOR_K, "public_cap": public_cap}).fetchall()
 
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
@@ -726,7 +736,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     hit_ids = [h["id"] for h in hits]
     neighbour_rows = []
     if hit_ids:
-        with db.generic_plans(conn):
+        with generic_plans(conn):
             neighbour_rows = conn.execute(NEIGHBOURS_SQL, {**params, "hits": hit_ids, "n": NEIGHBOURS},
                                           prepare=True).fetchall()
     around: dict[int, dict[str, list[int]]] = {h: {"before": [], "after": []} for h in hit_ids}

@@ -14,7 +14,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from . import db, hybrid, ranking
+from . import hybrid, ranking
 from .auth import Principal
 from .config import Settings, setting
 from .cursor import CursorCodec, fingerprint
@@ -495,14 +495,14 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     exact = docs <= setting(settings, "hybrid_exact_max_rows")
     dist = (exact_distance if exact else distance)(qv.model.dimensions)
     statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
-    params = {"model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,
-              "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent}
     with conn.transaction():
         if not exact:
-            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))
-            return conn.execute(statement, params).fetchall()
-        with db.generic_plans(conn):  # key lookups of id arrays: one plan serves every reader
-            return conn.execute(statement, params, prepare=True).fetchall()
+            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings),
+                                                             VECTOR_K))
+        return conn.execute(statement, {
+            "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,
+            "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent,
+        }).fetchall()
 
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
