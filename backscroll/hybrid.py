@@ -103,7 +103,7 @@ class PendingVector:
     (`result`) when the vector list needs it: the endpoint's round trip overlaps the reads."""
 
     def __init__(self, conn: psycopg.Connection, settings: Settings | None, text: str, gateway: Gateway | None):
-        self._conn = conn
+        self.conn = conn  # the search's own connection
         self._decided: QueryVector | None = None
         self._pending: gateway_module.PendingQuery | None = None
         self._model: Model | None = None
@@ -130,10 +130,17 @@ class PendingVector:
         if self._decided is not None:
             return self._decided
         try:
-            vector = self._pending.result(ledger or self._conn, workspace_id)
+            vector = self._pending.result(ledger or self.conn, workspace_id)
         except GatewayError as exc:
             return _degraded_by(exc)
         return self._query_vector(vector)
+
+    def arrived(self) -> QueryVector | None:
+        """Wait for the vector without writing the ledger row (`result` writes it): the query
+        vector when it is usable, else None."""
+        vector = self._pending.answer() if self._pending is not None else None
+        qv = self._query_vector(vector) if vector is not None else None
+        return qv if qv is not None and qv.usable else None
 
     def _query_vector(self, vector: list[float]) -> QueryVector:
         model = self._model
@@ -170,11 +177,8 @@ class Beside(Generic[T]):
         self._future = _executor().submit(self._run, side)
 
     def _run(self, side: SideConnection) -> T | None:
-        vector = self._pending._pending.answer()
-        if vector is None:
-            return None
-        qv = self._pending._query_vector(vector)
-        if not qv.usable:
+        qv = self._pending.arrived()
+        if qv is None:
             return None
         with side() as conn:
             return self._vector_list(conn, qv) if conn is not None else None
@@ -189,7 +193,7 @@ class Beside(Generic[T]):
         if not qv.usable:
             return qv, None
         if produced is None:
-            produced = self._vector_list(self._pending._conn, qv)
+            produced = self._vector_list(self._pending.conn, qv)
         return qv, produced
 
 

@@ -253,7 +253,8 @@ def _search_statement(*parts: str) -> str:
 SEARCH = _search_statement(SEARCH_TITLES, SEARCH_CONTENT, SEARCH_FUSION)
 # The hybrid path in two: the content list alone (read while the vector list is produced beside
 # it), then titles and both lists, fused, from the same text.
-CONTENT_LIST = _search_statement(SEARCH_CONTENT) + "\nselect conversation_id, message_id, score, rank from content_ranked\n"
+CONTENT_LIST = (_search_statement(SEARCH_CONTENT)
+                + "\nselect conversation_id, message_id, score, rank from content_ranked\n")
 SEARCH_LISTED = _search_statement(SEARCH_TITLES, CONTENT_FROM_LIST, SEARCH_FUSION)
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content

@@ -35,7 +35,8 @@ SUITES_FOR = {
                               "tests/api/test_history_api.py", "tests/semantic/test_hybrid_history.py"],
 }
 SUITES_FOR["backscroll/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/history.py"]
-SUITES_FOR["sql/0007_history_candidates.sql"] = SUITES_FOR["sql/0012_lineage_verdicts.sql"] = SUITES_FOR["backscroll/history.py"]
+for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql"):
+    SUITES_FOR[_sql] = SUITES_FOR["backscroll/history.py"]
 SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py", "tests/api/test_read_replica.py"]
 
 
