@@ -190,8 +190,8 @@ with nearest as materialized (
 select id, distance from nearest order by distance + 0, id
 """.replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
 # - VECTOR_PUBLIC, for a large perspective into a public destination, where only public messages
-#   can be eligible: the agent's public messages (migration 0011's partial index; they narrow,
-#   they do not vouch), their vectors read in one pass and sorted by the exact distance, then
+#   can be eligible: the agent's public messages (the sidecar's flag and partial index, migration
+#   0014; they narrow, they do not vouch), their vectors read in one pass and sorted by the exact distance, then
 #   VECTOR_ELIGIBLE tested in that order until `vector_k` pass (offset 0 keeps the test above
 #   the sort). Exact, so nothing is missed, and it reads a few thousand vectors instead of
 #   walking the index past the ~98% it must refuse.
@@ -199,10 +199,9 @@ select id, distance from nearest order by distance + 0, id
 #   and the HNSW walk: an exact list must stay a small read.
 VECTOR_PUBLIC = """
 with public as materialized (
-    select array(select m.id
-                   from conversations c
-                   join messages m on m.conversation_id = c.id and m.audience_kind = 'public'
-                  where c.agent_id = %(agent)s
+    select array(select s.message_id
+                   from message_search s
+                  where s.agent_id = %(agent)s and s.public
                   limit %(public_cap)s + 1) as ids
 ),
 nearest as materialized (
