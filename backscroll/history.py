@@ -190,27 +190,29 @@ with nearest as materialized (
 select id, distance from nearest order by distance + 0, id
 """.replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
 # - VECTOR_PUBLIC, for a large perspective into a public destination, where only public messages
-#   can be eligible: the agent's public messages (the sidecar's flag and partial index, migration
-#   0014; they narrow, they do not vouch), their vectors read in one pass and sorted by the exact distance, then
-#   VECTOR_ELIGIBLE tested in that order until `vector_k` pass (offset 0 keeps the test above
-#   the sort). Exact, so nothing is missed, and it reads a few thousand vectors instead of
-#   walking the index past the ~98% it must refuse.
-#   An agent with more than `public_cap` public messages gets one row with `too_many` instead,
-#   and the HNSW walk: an exact list must stay a small read.
+#   can be eligible: the vectors of the agent's public messages (each vector carries its
+#   message's public agent, migration 0014; it narrows, it does not vouch), read in one range of
+#   their partial index and sorted by the exact distance, then VECTOR_ELIGIBLE tested in that
+#   order until `vector_k` pass (offset 0 keeps the test above the sort). Exact, so nothing is
+#   missed, and it reads a few thousand vectors instead of walking the index past the ~98% it
+#   must refuse.
+#   An agent with more than `public_cap` public messages gets one row with `too_many` instead
+#   (counted in the index first, so no distance is computed), and the HNSW walk: an exact list
+#   must stay a small read.
 VECTOR_PUBLIC = """
-with public as materialized (
-    select array(select s.message_id
-                   from message_search s
-                  where s.agent_id = %(agent)s and s.public
-                  limit %(public_cap)s + 1) as ids
+with counted as materialized (
+    select count(*) as n
+      from (select from message_embeddings p
+             where p.public_agent_id = %(agent)s and p.model = %(model)s
+             limit %(public_cap)s + 1) x
 ),
 nearest as materialized (
     select d.id, d.distance
       from (select e.message_id as id, {distance} as distance
               from message_embeddings e
-             where e.message_id = any((select ids from public)::bigint[])
+             where e.public_agent_id = %(agent)s
                and e.model = %(model)s
-               and cardinality((select ids from public)) <= %(public_cap)s
+               and (select n from counted) <= %(public_cap)s
              order by ({distance}) + 0, e.message_id
             offset 0) d
      where coalesce((select true
@@ -221,7 +223,7 @@ nearest as materialized (
 )
 select id, distance, false as too_many from nearest
 union all
-select null, null, true where cardinality((select ids from public)) > %(public_cap)s
+select null, null, true where (select n from counted) > %(public_cap)s
 order by too_many, distance, id
 """.replace("VECTOR_FROM", VECTOR_FROM).replace("VECTOR_ELIGIBLE", VECTOR_ELIGIBLE)
 VECTOR_SHAPES = {"exact": VECTOR_EXACT, "hnsw": VECTOR_HNSW, "public": VECTOR_PUBLIC}
@@ -252,7 +254,10 @@ matches as materialized (
            case when %(bm25)s then 0
                 else ts_rank_cd(%(rank_weights)s::float4[], s.tsv, q.tsq, 32) end::float8 as cd
       from message_search s cross join q
-     where s.agent_id = %(agent)s::bigint and s.tsv @@ q.gen_tsq
+     where s.agent_id = %(agent)s::bigint
+       -- Walking (ranking.walk_window): the word test is kept off the word index (a constant
+       -- CASE folds when the statement is planned), so the recency index is walked in order.
+       and case when %(walk)s then coalesce(s.tsv @@ q.gen_tsq, false) else s.tsv @@ q.gen_tsq end
        and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
        and (%(min_mass)s::float8 <= 0
             or (select coalesce(sum(t.weight), 0) from unnest(q.each_term, %(term_weights)s::float8[]) as t(tq, weight)
@@ -608,7 +613,9 @@ def _min_match(stats: ranking.QueryStats, terms: list[str]) -> dict:
         return {}
     weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9}
+    # Half the words thin the matches out: a walk of the recency index would read far more
+    # rows per candidate than ranking.walk_window expects.
+    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9, "walk": False}
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
@@ -678,8 +685,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]
-    since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id],
-                                        sum(stats.term_df[i] for i in chosen), stats.docs, rank.pool)
+    matches = sum(stats.term_df[i] for i in chosen)
+    since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id], matches, stats.docs, rank.pool)
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
@@ -690,7 +697,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
         "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_mass": 0.0,
         "term_weights": [0.0] * len(terms),
-        "gen_terms": generating, "pool": rank.pool or None, "since": since, **stats.params(rank),
+        "gen_terms": generating, "pool": rank.pool or None, "since": since,
+        "walk": ranking.walk_window(since, matches, stats.docs, rank.pool), **stats.params(rank),
         **turn.destination_params(),
     }
     shape = vector_shape(turn, stats.docs, settings)

@@ -4,6 +4,8 @@ its background rebuild."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from backscroll import history, maintenance, ranking, sessions
@@ -178,6 +180,30 @@ def test_the_recent_window_holds_about_two_pools_of_matches_or_is_not_used():
     assert ranking.recent_window(matches=400, docs=40_000, pool=500) is None       # fits the pool
     assert ranking.recent_window(matches=1_500, docs=40_000, pool=500) is None     # window > half: not worth it
     assert ranking.recent_window(matches=10_000, docs=40_000, pool=0) is None      # exhaustive
+
+
+def test_a_dense_word_walks_the_recent_window_and_a_sparse_one_uses_the_word_index():
+    now = datetime.now(timezone.utc)
+    # A word in a quarter of 40,000 documents fills a pool of 500 after ~2,000 of them.
+    assert ranking.walk_window(now, matches=10_000, docs=40_000, pool=500)
+    # In 5% of them, ~10,000 would be read: the word index and the window's bitmap are cheaper.
+    assert not ranking.walk_window(now, matches=2_001, docs=40_000, pool=500)
+    assert not ranking.walk_window(None, matches=10_000, docs=40_000, pool=500)   # no window
+    assert not ranking.walk_window(now, matches=10_000, docs=40_000, pool=0)      # exhaustive
+
+
+def test_walking_the_recent_window_finds_what_the_word_index_finds(venue, monkeypatch):
+    """The two ways of reading a window (ranking.walk_window) are two plans of one statement:
+    the same candidates, so the same hits in the same order."""
+    chosen = []
+    real = ranking.walk_window
+    monkeypatch.setattr(ranking, "walk_window", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    walked = search_history(venue, "the", rank=Ranking(pool=3))
+    monkeypatch.setattr(ranking, "WALK_MAX_ROWS", 0)
+    indexed = search_history(venue, "the", rank=Ranking(pool=3))
+    assert chosen == [True, False]
+    assert [h["message_id"] for h in walked["hits"]] == [h["message_id"] for h in indexed["hits"]]
+    assert len(walked["hits"]) == 3
 
 
 def test_idf_is_small_for_a_word_in_every_document_and_never_negative():

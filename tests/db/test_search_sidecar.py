@@ -131,22 +131,3 @@ def test_only_the_searchable_prefix_of_a_long_body_is_indexed(world):
     m = world.message(WS, c, body)
     tsv = _documents(world)[m]["tsv"]
     assert "'early'" in tsv and "'late'" not in tsv
-
-
-def test_the_public_flag_follows_the_messages_audience(world):
-    """search_history's public list reads the agent's public messages by the sidecar's flag: it
-    must say what the message's audience says, at insert and after any writer changes it."""
-    c = world.conversation(WS, "concierge", "t1", audience={"kind": "public", "namespace": "slack:acme"})
-    said_in_public = world.message(WS, c, "the venue is confirmed")
-    said_to_one = world.message(WS, c, "your deposit is refunded",
-                                audience={"kind": "members", "namespace": "slack:acme", "readers": ["U1"]})
-
-    def flags() -> dict[int, bool]:
-        return {r["message_id"]: r["public"] for r in world.conn.execute("select message_id, public from message_search")}
-
-    assert flags() == {said_in_public: True, said_to_one: False}
-    world.conn.execute("update messages set audience_kind = 'workspace', audience_readers = '{}' where id = %s",
-                       (said_in_public,))
-    world.conn.execute("update messages set audience_kind = 'public', audience_readers = '{}' where id = %s",
-                       (said_to_one,))
-    assert flags() == {said_in_public: False, said_to_one: True}

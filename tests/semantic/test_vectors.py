@@ -179,3 +179,33 @@ def test_the_exact_scans_distance_is_the_cosine_distance(world):
     assert len(rows) == 60
     assert all(abs(r["cosine"] - r["exact"]) < 1e-6 for r in rows)
     assert all(b["cosine"] >= a["cosine"] - 1e-6 for a, b in zip(rows, rows[1:]))  # ordered as by `<=>`
+
+
+def test_a_vector_carries_its_messages_public_agent_and_follows_its_audience(world, fake_model):
+    """search_history's public list reads an agent's public vectors by `public_agent_id`
+    (migration 0014): it must name the agent exactly while the message is public, whoever writes
+    the vector and whoever changes the audience, and nothing otherwise."""
+    public = world.conversation("acme", "concierge", "t1", audience={"kind": "public", "namespace": "slack:acme"})
+    said_in_public = world.message("acme", public, "the venue is confirmed")
+    said_to_one = world.message("acme", public, "your deposit is refunded",
+                                audience={"kind": "members", "namespace": "slack:acme", "readers": ["U1"]})
+    elsewhere = world.message("acme", world.conversation("acme", "concierge", "t2"), "lunch at noon")
+    for m in (said_in_public, said_to_one, elsewhere):
+        world.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                           "values (%s, %s, '[1,0,0,0,0,0,0,0]')", (m, fake_model))
+    agent = world.agent_id("acme", "concierge")
+
+    def public_agents() -> dict[int, int | None]:
+        return {r["message_id"]: r["public_agent_id"]
+                for r in world.conn.execute("select message_id, public_agent_id from message_embeddings")}
+
+    assert public_agents() == {said_in_public: agent, said_to_one: None, elsewhere: None}
+    world.conn.execute("update messages set audience_kind = 'workspace' where id = %s", (said_in_public,))
+    world.conn.execute("update messages set audience_kind = 'public', audience_readers = '{}' where id = %s",
+                       (said_to_one,))
+    assert public_agents() == {said_in_public: None, said_to_one: agent, elsewhere: None}
+    # The worker's upsert rewrites the vector, never the agent it carries.
+    world.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, '[0,1,0,0,0,0,0,0]')"
+                       " on conflict (message_id, model) do update set embedding = excluded.embedding",
+                       (said_to_one, fake_model))
+    assert public_agents()[said_to_one] == agent
