@@ -275,8 +275,10 @@ SEMANTIC_NARROWING = """c.workspace_id = %(ws)s
        and (c.agent_id = any(%(agents)s::bigint[])
             or (c.creator_actor_id = %(actor)s
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))"""
-SEMANTIC_EXACT = """
-with nearest as materialized (
+# The two arms of SEMANTIC_EXACT: the reader's agents' messages, and the reader's own
+# conversations with other agents (disjoint: an arm each side of `agents`). In the API each arm
+# can run on a connection of its own (`search`); here they are one statement.
+SEMANTIC_AGENTS_ARM = """
     (select e.message_id, {distance} as distance
        from message_embeddings e
       where e.model = %(model)s
@@ -288,7 +290,8 @@ with nearest as materialized (
                order by 1))
       order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
-    union all
+""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+SEMANTIC_OWN_ARM = """
     (select e.message_id, {distance} as distance
        from message_embeddings e
       where e.message_id = any(array(
@@ -301,13 +304,21 @@ with nearest as materialized (
         and e.model = %(model)s
       order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
-)
+""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+# Each conversation's nearest message, nearest conversation first.
+SEMANTIC_BEST = """
 select conversation_id, message_id, distance
   from (select distinct on (s.conversation_id) s.conversation_id, n.message_id, n.distance
           from nearest n join message_search s on s.message_id = n.message_id
          order by s.conversation_id, n.distance + 0, n.message_id) best
  order by distance, conversation_id
-""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+"""
+SEMANTIC_EXACT = ("\nwith nearest as materialized (" + SEMANTIC_AGENTS_ARM.rstrip() + "\n    union all"
+                  + SEMANTIC_OWN_ARM.rstrip() + "\n)" + SEMANTIC_BEST)
+SEMANTIC_EXACT_ARMS = {
+    "agents": "\nwith nearest as materialized (" + SEMANTIC_AGENTS_ARM.rstrip() + "\n)" + SEMANTIC_BEST,
+    "own": "\nwith nearest as materialized (" + SEMANTIC_OWN_ARM.rstrip() + "\n)" + SEMANTIC_BEST,
+}
 SEMANTIC_HNSW = """
 with nearest as materialized (
     select e.message_id, {distance} as distance
@@ -320,12 +331,7 @@ with nearest as materialized (
      order by {distance}
      limit %(vector_k)s
 )
-select conversation_id, message_id, distance
-  from (select distinct on (s.conversation_id) s.conversation_id, n.message_id, n.distance
-          from nearest n join message_search s on s.message_id = n.message_id
-         order by s.conversation_id, n.distance + 0, n.message_id) best
- order by distance, conversation_id
-""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING) + SEMANTIC_BEST
 ONE = (
     "select"
     + SESSION_COLUMNS
@@ -486,16 +492,23 @@ def _decode_search_cursor(codec: CursorCodec, before: str, fp: str) -> tuple[str
             raise first from None
 
 
+def exact_scope(settings: Settings | None, docs: int) -> bool:
+    """A small scope (at most `hybrid_exact_max_rows` documents) gets an exact vector scan, a
+    large one the HNSW index."""
+    return docs <= setting(settings, "hybrid_exact_max_rows")
+
+
 def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int], qv: hybrid.QueryVector,
-                      settings: Settings | None, *, docs: int | None = None) -> list[dict]:
+                      settings: Settings | None, *, docs: int | None = None, arm: str | None = None) -> list[dict]:
     """The reader's conversations nearest the query, nearest first, each with its nearest message.
-    `docs`: how many documents `agents` hold, when the caller has read it already."""
-    # A small scope gets an exact vector scan, a large one the HNSW index.
+    `docs`: how many documents `agents` hold, when the caller has read it already. `arm`: for an
+    exact scope, only that arm of the scan (SEMANTIC_EXACT_ARMS: "agents" or "own")."""
     if docs is None:
         docs = ranking.scope_docs(conn, agents)
-    exact = docs <= setting(settings, "hybrid_exact_max_rows")
+    exact = exact_scope(settings, docs)
     dist = (exact_distance if exact else distance)(qv.model.dimensions)
-    statement = sql.SQL(SEMANTIC_EXACT if exact else SEMANTIC_HNSW).format(distance=dist)
+    text = (SEMANTIC_EXACT_ARMS[arm] if arm else SEMANTIC_EXACT) if exact else SEMANTIC_HNSW
+    statement = sql.SQL(text).format(distance=dist)
     with conn.transaction():
         if not exact:
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings),
@@ -555,14 +568,30 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         **stats.params(rank),
     }
 
+    docs = stats.docs if whole else None
+    # An exact scan beside the content list is split in its two arms: the reader's agents' on the
+    # side connection, the reader's own conversations with other agents here, once the content
+    # list is read (a quiet reader's scan is most of its search, and this connection is idle).
+    split = side is not None and pending is not None and scope.actor_id is not None and bool(params["other_agents"])
+    if split:
+        docs = docs if docs is not None else ranking.scope_docs(conn, agents)
+        split = exact_scope(settings, docs)
+
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[dict]:
-        return vector_candidates(c, scope, agents, usable, settings, docs=stats.docs if whole else None)
+        return vector_candidates(c, scope, agents, usable, settings, docs=docs, arm="agents" if split else None)
 
     statement, nearest = SEARCH, None
     beside = pending.beside(side, vector_list) if pending is not None else None
     if beside is not None:
         content = conn.execute(CONTENT_LIST, params).fetchall()
+        own: list[dict] = []
+        if split and (early := pending.arrived()) is not None:
+            own = vector_candidates(conn, scope, agents, early, settings, docs=docs, arm="own")
         qv, nearest = beside.result(scope.workspace_id, ledger=ledger)
+        if split and nearest is not None:
+            # The arms' conversations are disjoint (an arm each side of `agents`): merged as the
+            # one statement orders them.
+            nearest = sorted([*nearest, *own], key=lambda r: (r["distance"], r["conversation_id"]))
         statement = SEARCH_LISTED
         params.update(content_conversations=[r["conversation_id"] for r in content],
                       content_messages=[r["message_id"] for r in content],

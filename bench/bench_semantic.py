@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -148,6 +149,8 @@ def serve_synthetic(centroids: np.ndarray) -> ThreadingHTTPServer:
 def serve_synthetic_forever(args) -> int:
     server = serve_synthetic(np.load(args.centroids))
     print(server.server_address[1], flush=True)
+    # The benchmark holds this process's stdin: when it ends, however it ends, so does the server.
+    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
     server.serve_forever()
     return 0
 
@@ -163,7 +166,7 @@ class SyntheticEmbeddings:
         path = Path(self._dir.name) / "centroids.npy"
         np.save(path, centroids)
         self._process = subprocess.Popen([sys.executable, __file__, "serve-synthetic", str(path)],
-                                         stdout=subprocess.PIPE, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         port = int(self._process.stdout.readline())
         self.url = f"http://127.0.0.1:{port}/v1"
 
@@ -171,7 +174,7 @@ class SyntheticEmbeddings:
         return synthetic_vector(self.centroids, text)
 
     def stop(self) -> None:
-        self._process.terminate()
+        self._process.stdin.close()
         self._process.wait(timeout=10)
         self._dir.cleanup()
 

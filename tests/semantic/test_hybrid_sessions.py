@@ -126,10 +126,15 @@ def test_another_readers_dm_never_surfaces_at_any_similarity(db_url, office, e5,
 
 
 @privacy
-def test_side_by_side_or_one_after_the_other_the_answer_is_the_same(db_url, office, e5, gateway_factory, side):
+def test_side_by_side_or_one_after_the_other_the_answer_is_the_same(db_url, office, e5, gateway_factory, side,
+                                                                     monkeypatch):
     """The API produces the vector list on a second connection while the first reads the content
-    list; a search without one, or finding none free, reads them in turn. Same answer, same
-    narrowing, every way."""
+    list (an exact scan split in its arms: the reader's agents' there, her own conversations with
+    other agents here); a search without one, or finding none free, reads them in turn. Same
+    answer, same narrowing, every way."""
+    arms = []
+    real = sessions.vector_candidates
+    monkeypatch.setattr(sessions, "vector_candidates", lambda *a, **k: arms.append(k.get("arm")) or real(*a, **k))
     backfill(db_url, e5)
     w = office["w"]
     alice = Principal(token_id=0, kind=TokenKind.reader, workspace_id=w.workspace(WS),
@@ -142,8 +147,11 @@ def test_side_by_side_or_one_after_the_other_the_answer_is_the_same(db_url, offi
                                gateway=gateway, side=side)
         assert body["mode"] == "hybrid"
         assert office["ids"]["bob_dm"] not in _ids(body), f"DISCLOSED Bob's DM to Alice: {body}"
-        assert _ids(body) == _ids(_search(db_url, e5, office["alice"], q=q))
+        with monkeypatch.context() as m:
+            m.setattr(sessions, "vector_candidates", real)
+            assert _ids(body) == _ids(_search(db_url, e5, office["alice"], q=q))
     assert side_taken(side) in (None, 4 if side is not None and side.pooled else 0)
+    assert sorted(arms, key=str) == ([None] * 4 if side is None else ["agents"] * 4 + ["own"] * 4)
 
 
 @privacy
