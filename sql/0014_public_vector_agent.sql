@@ -3,24 +3,15 @@
 -- partial index over all agents) joined to the agent's conversations, then each id looked up in
 -- the vectors' primary key: ~9 of a ~16 ms list at 300k messages. Each vector now carries the
 -- agent whose public message it embeds (null for any other message), and a partial index per
--- agent and model hands the agent's public vectors over in one range read. The column narrows,
--- it never vouches: every candidate is still tested against the audience predicate and the
--- perspective on `messages`, `conversations` and `connectors`.
+-- agent and model (0016) hands the agent's public vectors over in one range read. The column
+-- narrows, it never vouches: every candidate is still tested against the audience predicate and
+-- the perspective on `messages`, `conversations` and `connectors`.
 --
--- Upgrading writes a new version of every public message's vector, and each goes into its
--- model's HNSW index again: 43,000 of 278,000 384-dimension vectors took 2 min 45 s on the
--- 2-core bench machine. Plan it like an index build. Searches and the worker go on meanwhile.
+-- In four steps, so that no search waits on the upgrade: this one adds the column and the
+-- triggers that keep it (brief locks); 0015 fills it in for the vectors already there, in
+-- committed chunks; 0016 builds the index (writes wait, reads go on); 0017 drops the index the
+-- old way read.
 alter table message_embeddings add column public_agent_id bigint;
-
-update message_embeddings e
-   set public_agent_id = c.agent_id
-  from messages m
-  join conversations c on c.id = m.conversation_id
- where m.id = e.message_id and m.audience_kind = 'public';
-
-create index message_embeddings_public on message_embeddings (public_agent_id, model)
-    where public_agent_id is not null;
-drop index messages_public;
 
 -- A vector takes its message's public agent as it is written (the worker, the backfill, a bulk
 -- load alike); a message whose audience (or conversation) changes takes its vectors along.

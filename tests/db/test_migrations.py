@@ -182,3 +182,31 @@ def test_concurrent_migrate_waits_for_the_lock(empty_db_url):
     outcomes = sorted((len(r) if isinstance(r, list) else repr(r)) for r in results.values())
     assert outcomes == [0, len(SQL_FILES)], results
     assert [r[0] for r in _ledger(empty_db_url)] == list(range(1, len(SQL_FILES) + 1))
+
+
+def test_vectors_written_before_0014_get_their_public_agent_on_upgrade(empty_db_url, tmp_path):
+    """0015 fills in 0014's column for the vectors already there, outside a transaction (in
+    committed chunks); 0016 and 0017 then swap the indexes."""
+    from tests.world import open_world
+
+    before = tmp_path / "sql"
+    before.mkdir()
+    for path in migrations_root().glob("*.sql"):
+        if int(path.name[:4]) <= 13:
+            shutil.copy(path, before / path.name)
+    migrate(empty_db_url, directory=before)
+    w = open_world(empty_db_url)
+    public = w.conversation("acme", "concierge", "t1", audience={"kind": "public", "namespace": "slack:acme"})
+    said_in_public = w.message("acme", public, "the venue is confirmed")
+    said_to_one = w.message("acme", public, "your deposit is refunded",
+                            audience={"kind": "members", "namespace": "slack:acme", "readers": ["U1"]})
+    w.conn.execute("insert into embedding_models (model, dimensions, index_name) values ('m2', 2, 'm2_idx')")
+    w.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                   "select unnest(%s::bigint[]), 'm2', '[1,0]'", ([said_in_public, said_to_one],))
+    applied = [m.version for m in migrate(empty_db_url)]
+    assert applied[:4] == [14, 15, 16, 17]
+    rows = {r["message_id"]: r["public_agent_id"]
+            for r in w.conn.execute("select message_id, public_agent_id from message_embeddings")}
+    assert rows == {said_in_public: w.agent_id("acme", "concierge"), said_to_one: None}
+    assert _exists(empty_db_url, "message_embeddings_public") and not _exists(empty_db_url, "messages_public")
+    w.conn.close()
