@@ -582,6 +582,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
 
     statement, nearest = SEARCH, None
     beside = pending.beside(side, vector_list) if pending is not None else None
+    split = split and beside is not None  # no call under way: nothing to split
     if beside is not None:
         content = conn.execute(CONTENT_LIST, params).fetchall()
         own: list[dict] = []
