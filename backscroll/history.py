@@ -257,7 +257,10 @@ matches as materialized (
      where s.agent_id = %(agent)s::bigint
        -- Walking (ranking.walk_window): the word test is kept off the word index (a constant
        -- CASE folds when the statement is planned), so the recency index is walked in order.
-       and case when %(walk)s then coalesce(s.tsv @@ q.gen_tsq, false) else s.tsv @@ q.gen_tsq end
+       -- Never for a strict list: half the words thin the matches out, and the walk would read
+       -- far more rows per candidate than walk_window expects.
+       and case when %(walk)s and %(min_mass)s::float8 <= 0 then coalesce(s.tsv @@ q.gen_tsq, false)
+                else s.tsv @@ q.gen_tsq end
        and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
        and (%(min_mass)s::float8 <= 0
             or (select coalesce(sum(t.weight), 0) from unnest(q.each_term, %(term_weights)s::float8[]) as t(tq, weight)
@@ -613,9 +616,7 @@ def _min_match(stats: ranking.QueryStats, terms: list[str]) -> dict:
         return {}
     weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-    # Half the words thin the matches out: a walk of the recency index would read far more
-    # rows per candidate than ranking.walk_window expects.
-    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9, "walk": False}
+    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9}
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,

@@ -313,12 +313,14 @@ select conversation_id, message_id, distance
          order by s.conversation_id, n.distance + 0, n.message_id) best
  order by distance, conversation_id
 """
-SEMANTIC_EXACT = ("\nwith nearest as materialized (" + SEMANTIC_AGENTS_ARM.rstrip() + "\n    union all"
-                  + SEMANTIC_OWN_ARM.rstrip() + "\n)" + SEMANTIC_BEST)
-SEMANTIC_EXACT_ARMS = {
-    "agents": "\nwith nearest as materialized (" + SEMANTIC_AGENTS_ARM.rstrip() + "\n)" + SEMANTIC_BEST,
-    "own": "\nwith nearest as materialized (" + SEMANTIC_OWN_ARM.rstrip() + "\n)" + SEMANTIC_BEST,
-}
+
+
+def _exact_scan(*arms: str) -> str:
+    return "\nwith nearest as materialized (" + "\n    union all".join(a.rstrip() for a in arms) + "\n)" + SEMANTIC_BEST
+
+
+SEMANTIC_EXACT = _exact_scan(SEMANTIC_AGENTS_ARM, SEMANTIC_OWN_ARM)
+SEMANTIC_EXACT_ARMS = {"agents": _exact_scan(SEMANTIC_AGENTS_ARM), "own": _exact_scan(SEMANTIC_OWN_ARM)}
 SEMANTIC_HNSW = """
 with nearest as materialized (
     select e.message_id, {distance} as distance
