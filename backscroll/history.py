@@ -106,7 +106,7 @@ select %(actor)s::bigint as id where %(actor)s::bigint is not null
 union
 select case when l.actor_a = %(actor)s then l.actor_b else l.actor_a end
   from identity_links l
- where l.agent_id = %(agent)s and l.revoked_at is null
+ where l.agent_id = %(agent)s and l.revoked_at is null and l.verified_at is not null
    and %(actor)s in (l.actor_a, l.actor_b)
 """
 # An actor filter resolves only through actors this agent's conversations know; an
@@ -122,6 +122,7 @@ select id from named
 union
 select case when l.actor_a = n.id then l.actor_b else l.actor_a end
   from named n join identity_links l on l.agent_id = %(agent)s and l.revoked_at is null
+                                   and l.verified_at is not null
                                    and n.id in (l.actor_a, l.actor_b)
 """
 
@@ -141,17 +142,20 @@ select case when l.actor_a = n.id then l.actor_b else l.actor_a end
 #   `vector_k` eligible rows are found instead of handing over its nearest and losing most of
 #   them to the filter. Relaxed order: the nearest come back approximately sorted; sort again.
 
-# The audience predicate, identity-aware, for a message `m` into the turn's destination: what
-# backscroll_audience_allows_for says, with the destination reader's linked identities resolved
-# once per statement (an uncorrelated sub-select) instead of one function call per row. Both
-# SEARCH and the vector lists use it.
+# The disclosure rule for a message `m` into the turn's destination: what backscroll_disclosable
+# says (migration 0018: the audience predicate, identity-aware, or a row sealed to its own
+# conversation), with the destination reader's linked identities resolved once per statement (an
+# uncorrelated sub-select) instead of one function call per row. Both SEARCH and the vector
+# lists use it.
 DESTINATION_ALLOWS = """(backscroll_audience_allows(m.audience_kind, m.audience_namespace, m.audience_readers,
                                    %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
         or (m.audience_kind = 'members' and cardinality(m.audience_readers) = 1
             and (m.audience_namespace, m.audience_readers[1]) in (
                 select li.namespace, li.external_id
                   from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li
-                 where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1)))"""
+                 where %(d_kind)s::audience_kind = 'members' and cardinality(%(d_readers)s::text[]) = 1))
+        or backscroll_sealed_allows(m.conversation_id, m.audience_kind, m.audience_namespace, m.audience_readers,
+                                    %(d_conversation)s::bigint, %(d_kind)s::audience_kind, %(d_namespace)s))"""
 VECTOR_FROM = """message_search s
            join messages m on m.id = s.message_id
            join conversations c on c.id = m.conversation_id
@@ -347,7 +351,7 @@ classified as materialized (
            end as excluded_by
       from ranked r
       cross join lateral (
-            select m.audience_kind, m.audience_namespace, m.audience_readers,
+            select m.conversation_id, m.audience_kind, m.audience_namespace, m.audience_readers,
                    (cardinality(m.history_message_ids) > 0 or cardinality(m.memory_ids) > 0) as has_lineage
               from messages m
               join conversations c on c.id = m.conversation_id
@@ -384,8 +388,8 @@ selected as materialized (
     select e.*, row_number() over () as rank
       from (select * from eligible e
              where not e.has_lineage
-                or backscroll_lineage_allows(array[e.id], %(agent)s, %(d_kind)s::audience_kind,
-                                             %(d_namespace)s, %(d_readers)s::text[])
+                or backscroll_lineage_allows(array[e.id], %(agent)s, %(d_conversation)s::bigint,
+                                             %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
              limit %(limit)s) e
 ),
 lineage_denied as materialized (
@@ -393,8 +397,8 @@ lineage_denied as materialized (
     select backscroll_lineage_denied(array(select p.id from pool p
                                             where p.excluded_by is null and p.has_lineage
                                               and p.id not in (select id from selected)),
-                                     %(agent)s, %(d_kind)s::audience_kind, %(d_namespace)s,
-                                     %(d_readers)s::text[]) as ids
+                                     %(agent)s, %(d_conversation)s::bigint, %(d_kind)s::audience_kind,
+                                     %(d_namespace)s, %(d_readers)s::text[]) as ids
 ),
 pool_classified as (
     select case
@@ -459,11 +463,12 @@ NEIGHBOUR_PREDICATES = """
               exists (select 1 from message_search s where s.message_id = m.id)
           and not (m.id = any(%(in_context)s::bigint[]))
           and exists (select 1 from message_source_evidence e where e.message_id = m.id)
-          and backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace, m.audience_readers,
-                                             %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])
+          and backscroll_disclosable(%(agent)s, m.conversation_id, m.audience_kind, m.audience_namespace,
+                                     m.audience_readers, %(d_conversation)s::bigint, %(d_kind)s::audience_kind,
+                                     %(d_namespace)s, %(d_readers)s::text[])
           and ((cardinality(m.history_message_ids) = 0 and cardinality(m.memory_ids) = 0)
-               or backscroll_lineage_allows(array[m.id], %(agent)s, %(d_kind)s::audience_kind,
-                                            %(d_namespace)s, %(d_readers)s::text[]))"""
+               or backscroll_lineage_allows(array[m.id], %(agent)s, %(d_conversation)s::bigint,
+                                            %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]))"""
 NEIGHBOURS_SQL = NEIGHBOURS_SQL.replace("NEIGHBOUR_PREDICATES", NEIGHBOUR_PREDICATES.strip())
 
 # Canonical text is read from messages only after authorization, for the ids chosen above.
@@ -493,8 +498,8 @@ returning id
 """
 # The reply's provenance as a whole: the pre-delivery recheck asks exactly this.
 JOINT_LINEAGE = """
-select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_kind)s::audience_kind,
-                                 %(d_namespace)s, %(d_readers)s::text[]) as ok
+select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_conversation)s::bigint,
+                                 %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]) as ok
 """
 SET_PLAN_CACHE_MODE = """
 select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
@@ -520,8 +525,8 @@ class Turn:
         return {"kind": self.audience_kind, "namespace": self.audience_namespace, "readers": list(self.audience_readers)}
 
     def destination_params(self) -> dict:
-        return {"d_kind": self.audience_kind, "d_namespace": self.audience_namespace,
-                "d_readers": list(self.audience_readers)}
+        return {"d_conversation": self.conversation_id, "d_kind": self.audience_kind,
+                "d_namespace": self.audience_namespace, "d_readers": list(self.audience_readers)}
 
 
 @contextmanager

@@ -76,6 +76,10 @@ class AudienceKind(str, Enum):
     external = "external"
 
 
+# The kinds whose readers decide where they may be disclosed (a non-empty subset, same namespace).
+PRIVATE_KINDS = frozenset({AudienceKind.members, AudienceKind.external})
+
+
 class ActorRef(Strict):
     external_id: ExternalId = Field(description="Stable id in the namespace (never the display name).")
     display_name: Annotated[Text, Field(max_length=256)] | None = None
@@ -99,14 +103,19 @@ class Audience(Strict):
     namespace: Annotated[Text, Field(min_length=3, max_length=200)] | None = Field(
         default=None, description="`type:name`; defaults to the conversation's connector."
     )
-    readers: list[ExternalId] = Field(default_factory=list, max_length=10_000)
+    readers: list[ExternalId] = Field(
+        default_factory=list, max_length=10_000,
+        description=("Who may read it, by external id in the namespace: required (at least one) for members and "
+                     "external, refused for public and workspace. An external conversation's readers are the "
+                     "people of the other organisation(s) it is shared with, as the connector knows them."))
 
     @model_validator(mode="after")
     def _readers_match_kind(self) -> "Audience":
-        if self.kind is AudienceKind.members and not self.readers:
-            raise ValueError("a members audience needs at least one reader")
-        if self.kind is not AudienceKind.members and self.readers:
-            raise ValueError(f"readers are only meaningful for a members audience, not {self.kind.value}")
+        if self.kind in PRIVATE_KINDS and not self.readers:
+            raise ValueError(f"a {self.kind.value} audience needs at least one reader (its readers decide where it "
+                             "may be disclosed; an empty set would match nothing)")
+        if self.kind not in PRIVATE_KINDS and self.readers:
+            raise ValueError(f"readers are only meaningful for a members or external audience, not {self.kind.value}")
         return self
 
 
@@ -219,6 +228,44 @@ on conflict (connector_id, external_id) do update
 returning id, (xmax = 0) as created
 """
 SELECT_CONVERSATION_BY_KEY = "select id from conversations where connector_id = %(connector_id)s and external_id = %(external_id)s"
+SELECT_AUDIENCE_BY_KEY = """
+select id, audience_kind::text as audience_kind, audience_namespace, audience_readers
+  from conversations where connector_id = %(connector_id)s and external_id = %(external_id)s
+   for update
+"""
+SELECT_AUDIENCE = """
+select id, audience_kind::text as audience_kind, audience_namespace, audience_readers
+  from conversations where id = %(id)s and workspace_id = %(workspace_id)s
+   for update
+"""
+SET_CONVERSATION_READERS = """
+update conversations set audience_readers = %(readers)s::text[], updated_at = now() where id = %(id)s
+"""
+# What was said to the conversation's audience follows its readers: the messages that inherited
+# it, and the memories formed in its turns under it. A message or memory given an audience of
+# its own keeps it.
+CARRY_MESSAGE_READERS = """
+update messages set audience_readers = %(readers)s::text[]
+ where conversation_id = %(id)s
+   and audience_kind = %(kind)s::audience_kind and audience_namespace = %(namespace)s
+   and audience_readers = %(old)s::text[]
+"""
+CARRY_MEMORY_READERS = """
+update memories k set audience_readers = %(readers)s::text[]
+  from turns t
+ where t.id = k.turn_id and t.conversation_id = %(id)s
+   and k.audience_kind = %(kind)s::audience_kind and k.audience_namespace = %(namespace)s
+   and k.audience_readers = %(old)s::text[]
+"""
+COUNT_SEALED = """
+select c.id, c.external_id, c.title, cn.namespace as connector, c.audience_kind::text as audience_kind,
+       (select count(*) from messages m where m.conversation_id = c.id
+           and m.audience_kind in ('members', 'external') and cardinality(m.audience_readers) = 0) as messages
+  from conversations c join connectors cn on cn.id = c.connector_id
+ where c.workspace_id = %(workspace_id)s
+   and c.audience_kind in ('members', 'external') and cardinality(c.audience_readers) = 0
+ order by c.id
+"""
 SELECT_CONVERSATION_FOR_WRITE = """
 select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.audience_readers,
        n.namespace as connector_namespace
@@ -338,11 +385,59 @@ def upsert_conversation(conn: psycopg.Connection, workspace_id: int, conv: Conve
         "created_at": conv.created_at,
         **_audience_params(conv.audience, namespace, creator_default),
     }
+    before = conn.execute(SELECT_AUDIENCE_BY_KEY, params).fetchone()
     row = conn.execute(UPSERT_CONVERSATION, params).fetchone()
     if row is None:  # unchanged: the conditional upsert touched nothing
         row = conn.execute(SELECT_CONVERSATION_BY_KEY, params).fetchone()
         return row["id"], False
+    if before is not None:
+        _carry_readers(conn, before, params["audience_kind"], params["audience_namespace"], params["audience_readers"])
     return row["id"], bool(row["created"])
+
+
+def _carry_readers(conn: psycopg.Connection, before: dict, kind: str, namespace: str, readers: list[str]) -> dict:
+    """After a conversation's readers changed (same kind and namespace), its inherited messages
+    and memories take the new readers. A change of kind or namespace carries nothing: rows said
+    to the old audience keep it, so a room made wider never widens what was said before."""
+    if (before["audience_kind"], before["audience_namespace"]) != (kind, namespace) \
+            or list(before["audience_readers"]) == list(readers):
+        return {"messages": 0, "memories": 0}
+    args = {"id": before["id"], "kind": kind, "namespace": namespace, "old": list(before["audience_readers"]),
+            "readers": list(readers)}
+    return {"messages": conn.execute(CARRY_MESSAGE_READERS, args).rowcount,
+            "memories": conn.execute(CARRY_MEMORY_READERS, args).rowcount}
+
+
+class ReadersIn(Strict):
+    readers: list[ExternalId] = Field(
+        min_length=1, max_length=10_000,
+        description="The conversation's readers by external id in its audience's namespace (at least one).")
+
+
+def set_readers(conn: psycopg.Connection, workspace_id: int, conversation_id: int, body: ReadersIn) -> dict:
+    """Record the readers of a members or external conversation (the connector knows them): the
+    conversation, its inherited messages and the memories formed in it under its audience take
+    them in this transaction, so the next search and the next pre-delivery recheck use them. The
+    way to unseal a conversation stored with an external audience and no readers (0018)."""
+    before = conn.execute(SELECT_AUDIENCE, {"id": conversation_id, "workspace_id": workspace_id}).fetchone()
+    if before is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    if before["audience_kind"] not in {k.value for k in PRIVATE_KINDS}:
+        raise BadRequest(f"conversation {conversation_id} has a {before['audience_kind']} audience, which has no "
+                         "readers: only members and external conversations do", code="no_readers_for_kind")
+    readers = sorted(set(body.readers))
+    conn.execute(SET_CONVERSATION_READERS, {"id": conversation_id, "readers": readers})
+    carried = _carry_readers(conn, before, before["audience_kind"], before["audience_namespace"], readers)
+    return {"conversation_id": conversation_id, "audience": {"kind": before["audience_kind"],
+                                                             "namespace": before["audience_namespace"],
+                                                             "readers": readers},
+            "previous_readers": list(before["audience_readers"]), "updated": carried}
+
+
+def sealed_conversations(conn: psycopg.Connection, workspace_id: int) -> list[dict]:
+    """Conversations stored with a private audience and no readers (before migration 0018):
+    each is disclosable only into itself until `set_readers` records its readers."""
+    return conn.execute(COUNT_SEALED, {"workspace_id": workspace_id}).fetchall()
 
 
 def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id: int, msg: MessageIn) -> tuple[int, bool]:

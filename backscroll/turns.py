@@ -83,24 +83,27 @@ RECHECK_ROWS = """
 select r.id,
        m.id is not null as present,
        exists (select 1 from message_source_evidence e where e.message_id = r.id) as has_evidence,
-       m.id is not null and backscroll_audience_allows_for(%(agent)s, m.audience_kind, m.audience_namespace,
-            m.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]) as audience_ok
+       m.id is not null and backscroll_disclosable(%(agent)s, m.conversation_id, m.audience_kind, m.audience_namespace,
+            m.audience_readers, %(d_conversation)s::bigint, %(d_kind)s::audience_kind, %(d_namespace)s,
+            %(d_readers)s::text[]) as audience_ok
   from unnest(%(ids)s::bigint[]) as r(id)
   left join messages m on m.id = r.id
  order by r.id
 """
 RECHECK_MEMORIES = """
 select r.id, k.id is not null as present,
-       k.id is not null and backscroll_audience_allows_for(%(agent)s, k.audience_kind, k.audience_namespace,
-            k.audience_readers, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]) as audience_ok
+       k.id is not null and backscroll_disclosable(%(agent)s, (select t.conversation_id from turns t where t.id = k.turn_id),
+            k.audience_kind, k.audience_namespace, k.audience_readers, %(d_conversation)s::bigint,
+            %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]) as audience_ok
   from unnest(%(ids)s::bigint[]) as r(id)
   left join memories k on k.id = r.id
  order by r.id
 """
 RECHECK_LINEAGE = JOINT_LINEAGE
 RECHECK_MEMORY_LINEAGE = """
-select coalesce(bool_and(backscroll_lineage_allows(k.source_message_ids, %(agent)s, %(d_kind)s::audience_kind,
-                                                   %(d_namespace)s, %(d_readers)s::text[])), true) as ok
+select coalesce(bool_and(backscroll_lineage_allows(k.source_message_ids, %(agent)s, %(d_conversation)s::bigint,
+                                                   %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])),
+                true) as ok
   from memories k where k.id = any(%(ids)s::bigint[])
 """
 SELECT_REPLY = "select history_message_ids, memory_ids from messages where id = %(id)s"

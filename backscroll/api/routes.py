@@ -168,10 +168,27 @@ def import_memory(request: Request, svc: Svc, body: memories.MemoryImport):
 
 
 @router.post("/v1/identity-links", tags=["ingest"], status_code=201,
-             summary="Record that two actors were proved to be one person, in one agent's perspective")
+             summary="Record that two actors are one person, in one agent's perspective (verified with proof, "
+                     "else waiting for it)")
 def link_identities(request: Request, svc: Svc, body: links.LinkIn):
     with svc.session(request, TokenKind.ingest) as (conn, principal):
-        return {"id": links.link(conn, principal.workspace_id, body)}
+        return links.record(conn, principal.workspace_id, body)
+
+
+@router.post("/v1/identity-links/{link_id}/verify", tags=["ingest"],
+             summary="Give a link waiting for proof its proof; from then on it grants what a link grants")
+def verify_link(request: Request, svc: Svc, link_id: Id, body: links.VerifyIn):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        links.verify(conn, principal.workspace_id, link_id, body.proof)
+    return {"id": link_id, "verified": True}
+
+
+@router.put("/v1/conversations/{conversation_id}/readers", tags=["ingest"],
+            summary="Set the readers of a members or external conversation; its inherited messages and memories "
+                    "take them at once")
+def set_readers(request: Request, svc: Svc, conversation_id: Id, body: ingest.ReadersIn):
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        return ingest.set_readers(conn, principal.workspace_id, conversation_id, body)
 
 
 @router.post("/v1/identity-links/{link_id}/revoke", tags=["ingest"], summary="Separate two linked actors again")
