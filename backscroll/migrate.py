@@ -91,6 +91,9 @@ def migrate(url: str, directory: Path | None = None) -> list[Migration]:
     migrations = load_migrations(directory)
     applied_now: list[Migration] = []
     with psycopg.connect(url, autocommit=True) as conn:
+        # A migration says what it did to existing rows with RAISE NOTICE (0018: how many rows it
+        # sealed): the person running it should read that.
+        conn.add_notice_handler(lambda diag: log.warning("migration notice: %s", diag.message_primary))
         conn.execute("select pg_advisory_lock(%s)", (ADVISORY_LOCK_ID,))
         try:
             conn.execute(CREATE_LEDGER)

@@ -1,4 +1,5 @@
-"""Mutants of the disclosure predicates (sql/0004_disclosure.sql) and what each must do.
+"""Mutants of the disclosure predicates (sql/0004_disclosure.sql as 0018_fail_closed.sql redefines
+them) and what each must do.
 
 - the audience predicate replaced with `true`: every test marked `privacy` fails, each with a
   named disclosure;
@@ -13,14 +14,15 @@ from dataclasses import dataclass
 
 from mutants import Mutant
 
-DISCLOSURE = "sql/0004_disclosure.sql"
-IDENTITIES = "sql/0007_history_candidates.sql"
-VERDICTS = "sql/0012_lineage_verdicts.sql"
+# The predicates as they stand: 0018 redefines the audience predicate, the linked identities and
+# both lineage walks (a mutant of an older definition would be overridden, and survive).
+DISCLOSURE = IDENTITIES = VERDICTS = FAIL_CLOSED = "sql/0018_fail_closed.sql"
 
 
 @dataclass(frozen=True)
 class ExpectingMutant(Mutant):
     expect: str = "any"  # any | all_privacy | exactly_lineage
+    named: str = ""      # when set, a failing test's name must contain it (the test written for this case)
 
 
 HISTORY_MUTANTS = [
@@ -35,11 +37,11 @@ HISTORY_MUTANTS = [
     ExpectingMutant("audit: lineage verdicts per pool member", VERDICTS, "backscroll_lineage_denied",
                     "where not (r.nodes <= 5000 and r.allowed)", "where false"),
     ExpectingMutant("audit: lineage verdicts, a message node's audience", VERDICTS, "backscroll_lineage_denied",
-                    "backscroll_audience_allows_for(p_agent, m.audience_kind",
-                    "backscroll_audience_allows_for(p_agent, 'public'::audience_kind"),
+                    "backscroll_disclosable(p_agent, m.conversation_id, m.audience_kind",
+                    "backscroll_disclosable(p_agent, m.conversation_id, 'public'::audience_kind"),
     ExpectingMutant("audit: lineage verdicts, a memory's audience", VERDICTS, "backscroll_lineage_denied",
-                    "backscroll_audience_allows_for(p_agent, k.audience_kind",
-                    "backscroll_audience_allows_for(p_agent, 'public'::audience_kind"),
+                    "k.audience_kind, k.audience_namespace, k.audience_readers",
+                    "'public'::audience_kind, k.audience_namespace, k.audience_readers"),
     ExpectingMutant("disclosure: source evidence in search", "backscroll/history.py", "SEARCH_RANKING",
                     "when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'",
                     "when false then 'no_evidence'"),
@@ -50,8 +52,8 @@ HISTORY_MUTANTS = [
                     "when false then 'already_in_context'"),
     ExpectingMutant("disclosure: neighbours pass the audience predicate", "backscroll/history.py",
                     "NEIGHBOUR_PREDICATES",
-                    "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
-                    "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
+                    "backscroll_disclosable(%(agent)s, m.conversation_id, m.audience_kind",
+                    "backscroll_disclosable(%(agent)s, m.conversation_id, 'public'::audience_kind"),
     # The vector candidate list is a filtered index scan with its own copies of the predicates:
     # test_the_vector_list_is_produced_under_the_same_predicates (tests/semantic) kills each.
     ExpectingMutant("hybrid: vector list, perspective re-derived through connectors", "backscroll/history.py",
@@ -78,6 +80,31 @@ HISTORY_MUTANTS = [
                     "from backscroll_linked_identities(%(agent)s, %(d_namespace)s, (%(d_readers)s::text[])[1]) li",
                     "from (select a.namespace, a.external_id from actors a) li"),
     ExpectingMutant("recheck: destination audience", "backscroll/turns.py", "RECHECK_ROWS",
-                    "backscroll_audience_allows_for(%(agent)s, m.audience_kind",
-                    "backscroll_audience_allows_for(%(agent)s, 'public'::audience_kind"),
+                    "backscroll_disclosable(%(agent)s, m.conversation_id, m.audience_kind",
+                    "backscroll_disclosable(%(agent)s, m.conversation_id, 'public'::audience_kind"),
+    # Issue 16: an external conversation's readers decide where it goes; an empty or unknown set
+    # never widens a verdict; a row stored with no readers is sealed to its own conversation.
+    ExpectingMutant("fail closed: external readers ignored", FAIL_CLOSED, "backscroll_audience_allows",
+                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+                             and cardinality(d_readers) > 0 and d_readers <@ o_readers""",
+                    "when 'external' then d_kind = 'external' and d_namespace = o_namespace", named="external"),
+    ExpectingMutant("fail closed: an empty external destination accepted as a subset", FAIL_CLOSED,
+                    "backscroll_audience_allows",
+                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+                             and cardinality(d_readers) > 0 and d_readers <@ o_readers""",
+                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+                             and d_readers <@ o_readers""", named="empty"),
+    ExpectingMutant("fail closed: a sealed row reaches other conversations", FAIL_CLOSED, "backscroll_sealed_allows",
+                    "and o_conversation = d_conversation", "", named="empty"),
+    ExpectingMutant("fail closed: search takes every sealed row for the destination's own", "backscroll/history.py",
+                    "DESTINATION_ALLOWS", "backscroll_sealed_allows(m.conversation_id",
+                    "backscroll_sealed_allows(%(d_conversation)s::bigint", named="empty"),
+    ExpectingMutant("fail closed: the recheck takes every sealed row for the destination's own",
+                    "backscroll/turns.py", "RECHECK_ROWS",
+                    "backscroll_disclosable(%(agent)s, m.conversation_id",
+                    "backscroll_disclosable(%(agent)s, %(d_conversation)s::bigint", named="empty"),
+    ExpectingMutant("disclosure: identity links must be verified", IDENTITIES, "backscroll_linked_identities",
+                    "and l.verified_at is not null", "", named="unverified"),
+    ExpectingMutant("disclosure: search's requester identities only through verified links", "backscroll/history.py",
+                    "RESOLVE_LINKED", "and l.verified_at is not null", "", named="unverified"),
 ]

@@ -32,10 +32,11 @@ SUITES_FOR = {
                                "tests/api/test_bad_input.py", "tests/api/test_demo.py",
                                "tests/semantic/test_hybrid_sessions.py"],
     "backscroll/history.py": ["tests/db/test_history_contract.py", "tests/db/test_history_property.py",
-                              "tests/api/test_history_api.py", "tests/semantic/test_hybrid_history.py"],
+                              "tests/api/test_history_api.py", "tests/api/test_external_audiences.py",
+                              "tests/semantic/test_hybrid_history.py"],
 }
 SUITES_FOR["backscroll/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/history.py"]
-for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql"):
+for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql", "sql/0018_fail_closed.sql"):
     SUITES_FOR[_sql] = SUITES_FOR["backscroll/history.py"]
 SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py", "tests/api/test_read_replica.py"]
 
@@ -123,6 +124,9 @@ def verdict(mutant: Mutant, failed: list[str], privacy: set[str], lineage_marked
             return "no tests are marked privacy"
         if missed:
             return f"privacy tests that did not fail: {sorted(missed)}"
+    named = getattr(mutant, "named", "")
+    if named and not any(named in t.partition("::")[2] for t in failed_set):
+        return f"no test named *{named}* failed (the tests written for this case)"
     if expect == "exactly_lineage":
         named = {t for t in failed_set | privacy | lineage_marked if "lineage" in t.partition("::")[2]}
         missed = named - failed_set
