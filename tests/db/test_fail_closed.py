@@ -191,3 +191,23 @@ def test_cli_lists_sealed_conversations_and_sets_their_readers(cli_env, world, c
     assert "at least one --reader" in capsys.readouterr().err
     assert cli.main(["conversations", "set-readers", "999999", "--workspace", "acme", "--reader", "X"]) == 1
     assert "no conversation 999999" in capsys.readouterr().err
+
+
+def test_a_repost_with_other_readers_carries_them_and_a_change_of_kind_carries_nothing(world):
+    def post(audience: dict) -> int:
+        return world.conversation("acme", "bot", "C-room", "room", connector=("slack", "acme"), audience=audience)
+
+    room = post({"kind": "members", "readers": ["A", "B"]})
+    inherited = world.message("acme", room, "said to the room", speaker="A")
+    own = world.message("acme", room, "said to A alone", speaker="B",
+                        audience={"kind": "members", "namespace": "slack:acme", "readers": ["A"]})
+
+    def readers() -> dict:
+        rows = world.conn.execute("select id, audience_kind::text as kind, audience_readers from messages").fetchall()
+        return {r["id"]: (r["kind"], r["audience_readers"]) for r in rows}
+
+    assert post({"kind": "members", "readers": ["C", "B", "A"]}) == room
+    assert readers() == {inherited: ("members", ["A", "B", "C"]), own: ("members", ["A"])}
+    # Made public: what was said to the members stays said to them.
+    assert post({"kind": "public"}) == room
+    assert readers() == {inherited: ("members", ["A", "B", "C"]), own: ("members", ["A"])}

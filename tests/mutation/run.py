@@ -32,6 +32,7 @@ SUITES_FOR = {
                                "tests/api/test_bad_input.py", "tests/api/test_demo.py",
                                "tests/semantic/test_hybrid_sessions.py"],
     "backscroll/history.py": ["tests/db/test_history_contract.py", "tests/db/test_history_property.py",
+                              "tests/db/test_fail_closed.py",
                               "tests/api/test_history_api.py", "tests/api/test_external_audiences.py",
                               "tests/semantic/test_hybrid_history.py"],
 }
