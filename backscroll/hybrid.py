@@ -11,9 +11,11 @@ Degradation (what a search reports as `mode` and `degradation`, never as an erro
 - the model is not registered (`migrate --model` not run): mode `degraded`, `not_registered`;
 - the gateway fails: mode `degraded`, category `unavailable`, `timeout` or `rejected`; results
   are the lexical list alone, under the same predicates;
-- the model is registered and answers, but not every message of the searched perspective has a
-  vector yet: mode `degraded`, category `backfilling` with `coverage`; the search is hybrid over
-  what is embedded and lexical over the rest.
+- the model is registered and answers, but not every indexable message of the searched scope has
+  a vector of it yet (a backfill owed or running, the outbox not drained, a model just
+  registered): mode `degraded`, category `backfilling` with the scope's `coverage` (embedded /
+  indexable, from counters kept by triggers); the search is hybrid over what is embedded and
+  lexical over the rest. An outage takes precedence: it is reported as the outage.
 """
 
 from __future__ import annotations
@@ -228,32 +230,46 @@ def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
     hybrid over what is embedded, reported as `backfilling` with the coverage."""
     if not qv.usable or embedded >= total:
         return qv
+    # Rounded to four places, one message short of a large scope would read 1.0.
+    ratio = min(coverage_ratio(embedded, total), 0.9999)
     return QueryVector(DEGRADED, vector=qv.vector, model=qv.model,
-                       degradation=degradation(BACKFILLING, coverage=coverage_ratio(embedded, total)))
+                       degradation=degradation(BACKFILLING, coverage=ratio))
 
 
-# While the model's backfill has not finished (owed, running, interrupted), search is hybrid over
-# what is embedded and lexical over the rest: `backfilling`, with the coverage of the indexable
-# messages the search reads (its agents'). Counted only then: a count over a large scope costs
-# more than the search.
-BACKFILL_STATE = "select state from embedding_backfills where model = %(model)s"
+# The scope's coverage: its agents' indexable messages (`tsv <> ''`: what the outbox and the backfill
+# owe a vector) and how many of them have a vector of the model, from counters kept by triggers
+# (migration 0019: folded counts plus pending deltas, exact at every moment). A read of a few
+# rows however large the scope: counting the scope's messages costs more than the search.
 SCOPE_COVERAGE = """
-select count(*) as total, count(e.message_id) as embedded
-  from message_search s
-  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
- where s.agent_id = any(%(agents)s::bigint[]) and s.tsv <> ''::tsvector
+select (select coalesce(sum(indexable), 0)
+          from (select indexable from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+                union all
+                select indexable from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) d)::bigint as total,
+       (select coalesce(sum(embedded), 0)
+          from (select embedded from embedding_coverage_stats
+                 where agent_id = any(%(agents)s::bigint[]) and model = %(model)s
+                union all
+                select embedded from embedding_coverage_deltas
+                 where agent_id = any(%(agents)s::bigint[]) and model = %(model)s) e)::bigint as embedded
 """
 
 
+def scope_coverage(conn: psycopg.Connection, model: str, agents: Sequence[int]) -> tuple[int, int]:
+    """(embedded, total): how many of these agents' indexable messages have a vector of `model`,
+    of how many."""
+    row = conn.execute(SCOPE_COVERAGE, {"model": model, "agents": list(agents)}).fetchone()
+    return int(row["embedded"]), int(row["total"])
+
+
 def with_backfill_coverage(conn: psycopg.Connection, qv: QueryVector, agents: Sequence[int]) -> QueryVector:
-    """`qv`, reported as `backfilling` with these agents' coverage while the model's backfill runs."""
+    """`qv`, reported as `backfilling` with these agents' coverage whenever some of their indexable
+    messages have no vector of its model yet, whatever the reason: a backfill owed or running,
+    the outbox not drained, a model just registered. An unusable `qv` (an outage, no model) is
+    returned as it is: the outage is what is reported."""
     if not qv.usable:
         return qv
-    row = conn.execute(BACKFILL_STATE, {"model": qv.model.model}).fetchone()
-    if row is None or row["state"] == "finished":
-        return qv
-    size = conn.execute(SCOPE_COVERAGE, {"model": qv.model.model, "agents": list(agents)}).fetchone()
-    return with_coverage(qv, size["embedded"], size["total"])
+    embedded, total = scope_coverage(conn, qv.model.model, agents)
+    return with_coverage(qv, embedded, total)
 
 
 def category(qv: QueryVector) -> str | None:

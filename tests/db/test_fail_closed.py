@@ -211,3 +211,23 @@ def test_a_repost_with_other_readers_carries_them_and_a_change_of_kind_carries_n
     # Made public: what was said to the members stays said to them.
     assert post({"kind": "public"}) == room
     assert readers() == {inherited: ("members", ["A", "B", "C"]), own: ("members", ["A"])}
+
+
+@pytest.mark.privacy
+def test_the_recheck_names_the_audience_when_a_found_row_has_an_empty_reader_set(world):
+    """Evidence found while its conversation had readers, then stored with none (as before
+    0018): the pre-delivery recheck refuses it by the audience rule, naming it."""
+    ws = "acme"
+    globex = _legacy(world, ws, "C-GLOBEX", ["XGLOBEX"])
+    sales = world.conversation(ws, "bot", "C-SALES", "sales", connector=("slack", "acme"),
+                               audience={"kind": "external", "readers": ["XGLOBEX"]})
+    said = world.message(ws, globex, "the falcon price is final", speaker="XGLOBEX", minute=1)
+    asked = world.message(ws, sales, "falcon price?", speaker="XGLOBEX", minute=2)
+    turn = world.turn(ws, "bot", sales, requester="XGLOBEX", answering=asked)
+    found = history.search_history(world.conn, world.workspace(ws), None,
+                                   history.SearchRequest(turn_id=turn, query="falcon price"), None)
+    assert said in found["message_ids"]
+    assert turns.recheck(world.conn, world.workspace(ws), None, turn)["deliverable"] is True
+    _seal(world, globex)
+    verdict = turns.recheck(world.conn, world.workspace(ws), None, turn)
+    assert (verdict["deliverable"], verdict["reason"], verdict.get("message_id")) == (False, "audience", said)
