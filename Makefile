@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps mutation operator operator-test bench clean \
+.PHONY: help install run serve migrate test browser-deps schema mutation operator operator-test bench clean \
 	helm chart-sync deploy-test images e2e-kind
 
 help: ## Show this help
@@ -41,6 +41,11 @@ browser-deps: ## Install Debian's chromium for tests/browser (nothing to do when
 	@if [ -x /usr/bin/chromium ]; then echo "browser-deps: /usr/bin/chromium is installed"; else \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+
+schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, indexes) from a freshly migrated database
+	rm -rf .schema-pg
+	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql
+	rm -rf .schema-pg
 
 mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures
 	$(BIN)/python tests/mutation/run.py

@@ -163,6 +163,23 @@ def cmd_conversations_sealed(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_schema(args, settings: Settings) -> int:
+    from .schema import render
+
+    if args.migrate:
+        from .migrate import migrate
+
+        migrate(_url(settings))
+    with _conn(settings) as conn:
+        text = render(conn)
+    if args.write:
+        Path(args.write).write_text(text, encoding="utf-8")
+        print(f"wrote {args.write}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def cmd_workspaces_language(args, settings: Settings) -> int:
     from .errors import BackscrollError
     from .maintenance import language, reindex, request_reindex
@@ -399,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = tk.add_parser("revoke", help="revoke a token by id")
     p.add_argument("id", type=int)
     p.set_defaults(func=cmd_tokens_revoke)
+
+    p = sub.add_parser("schema", help="print the current definition of every function, trigger and index "
+                                      "(what docs/schema.sql holds)")
+    p.add_argument("--write", metavar="FILE", help="write it to FILE instead of standard output")
+    p.add_argument("--migrate", action="store_true", help="apply pending migrations first")
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("settings", help="print every setting with its help text")
     p.set_defaults(func=cmd_settings)
