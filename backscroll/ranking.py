@@ -30,6 +30,7 @@ from datetime import datetime
 import psycopg
 
 from .config import Settings
+from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")
 
@@ -74,7 +75,7 @@ select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigi
 # workspace's configuration (a quoted phrase has several; a word the configuration drops as a
 # stopword has none), each lexeme's document frequency over the agents (folded counts plus
 # pending deltas), and the agents' documents and total length.
-QUERY_STATS = """
+QUERY_STATS = compose("""
 with terms as (
     select t.i,
            array(select distinct u.lexeme from unnest(to_tsvector(%(cfg)s::regconfig, t.term)) u order by 1) as lexemes
@@ -88,22 +89,26 @@ df as (
                       where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
       from (select distinct x.lexeme from terms, unnest(terms.lexemes) as x(lexeme)) l
 ),
-docs as (SCOPE_DOCS)
+docs as (<<SCOPE_DOCS>>)
 select d.docs, d.total_len,
        (select coalesce(json_agg(t.lexemes order by t.i), '[]') from terms t) as per_term,
        (select coalesce(json_object_agg(df.lexeme, df.df), '{}') from df) as df
   from docs d
-""".replace("SCOPE_DOCS", SCOPE_DOCS.strip())
+""", SCOPE_DOCS=SCOPE_DOCS.strip())
 
-# BM25 of the candidates in CTE BM25_SOURCE (message_id, tsv, doc_len). Each row's document is
-# cut down to the query's lexemes first (ts_delete twice, in C), so the per-row unnest costs the
-# few lexemes that match, not the whole document. tf counts a lexeme's body positions (weight
-# D) as 1 and its positions in the speaker's name (weight A) as speaker_weight.
-BM25_SCORES = """
+
+def bm25_scores(source: str) -> str:
+    """The select that scores by BM25 the candidates in CTE `source` (message_id, tsv, doc_len),
+    for a statement's `bm25` CTE."""
+    # Each row's document is cut down to the query's lexemes first (ts_delete twice, in C), so
+    # the per-row unnest costs the few lexemes that match, not the whole document. tf counts a
+    # lexeme's body positions (weight D) as 1 and its positions in the speaker's name (weight A)
+    # as speaker_weight.
+    return compose("""
 select x.message_id,
        coalesce(sum(q.idf * u.tf * (%(k1)s + 1)
                     / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * x.doc_len / %(avgdl)s))), 0)::float8 as bm25
-  from BM25_SOURCE x
+  from <<BM25_SOURCE>> x
   left join lateral (
         select v.lexeme,
                cardinality(v.weights) - (1 - %(speaker_weight)s) * cardinality(array_positions(v.weights, 'A')) as tf
@@ -111,7 +116,7 @@ select x.message_id,
   left join unnest(%(lexemes)s::text[], %(idf)s::float8[]) as q(lexeme, idf) on q.lexeme = u.lexeme
  where %(bm25)s
  group by x.message_id
-"""
+""", BM25_SOURCE=source).strip()
 
 
 # How far back the window of recent messages reaches, for a scope: the created_at of its k-th most

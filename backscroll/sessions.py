@@ -20,6 +20,7 @@ from .config import Settings, setting
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
 from .gateway import Gateway
+from .sqltext import compose
 from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 # The first page starts "before" the largest position a keyset can hold.
@@ -64,8 +65,7 @@ SESSION_JOINS = """
 # the reader's own conversations (conversations_creator_recent), merged and cut to the page
 # before the session details are joined: each scan reads at most a page, so page 500 costs what
 # page 1 does, and only the page's rows are joined.
-RECENT = (
-    """
+RECENT = compose("""
 with page as (
     (select x.id, x.last_active_at
        from unnest(%(agents)s::bigint[]) as a(agent_id)
@@ -89,16 +89,11 @@ with page as (
     order by last_active_at desc, id desc
     limit %(fetch)s
 )
-select"""
-    + SESSION_COLUMNS
-    + """
+select<<SESSION_COLUMNS>>
   from page p
-  join conversations c on c.id = p.id"""
-    + SESSION_JOINS
-    + """
+  join conversations c on c.id = p.id<<SESSION_JOINS>>
  order by p.last_active_at desc, p.id desc
-"""
-)
+""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS)
 
 # Ranked search. Titles by trigram (ilike over conversations_title_trgm); contents by full
 # text over the sidecar (finished user and assistant messages only). Both branches carry the
@@ -138,13 +133,13 @@ title_hits as (
                 and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)))
 )
 """
-SEARCH_CONTENT = """
+SEARCH_CONTENT = compose("""
 content_candidates as materialized (
     (select s.conversation_id, s.message_id, s.tsv, s.doc_len
        from message_search s
       where s.agent_id = any(%(agents)s::bigint[])
-        and s.tsv @@ (select TSQ)
-        and querytree(TSQ) not in ('T', '')
+        and s.tsv @@ (select <<TSQUERY>>)
+        and querytree(<<TSQUERY>>) not in ('T', '')
         and (%(since)s::timestamptz is null or (s.workspace_id = %(ws)s and s.created_at >= %(since)s))
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
@@ -157,17 +152,17 @@ content_candidates as materialized (
         and not (c.agent_id = any(%(agents)s::bigint[]))
         and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
         and s.agent_id = any(%(other_agents)s::bigint[])
-        and s.tsv @@ TSQ
-        and querytree(TSQ) not in ('T', '')
+        and s.tsv @@ <<TSQUERY>>
+        and querytree(<<TSQUERY>>) not in ('T', '')
         and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
 ),
-bm25 as materialized (BM25_SCORES),
+bm25 as materialized (<<BM25_SCORES>>),
 content_matches as (
     select x.conversation_id, x.message_id,
            case when %(bm25)s then coalesce(b.bm25, 0)
-                else ts_rank_cd(%(rank_weights)s::float4[], x.tsv, TSQ) end as score
+                else ts_rank_cd(%(rank_weights)s::float4[], x.tsv, <<TSQUERY>>) end as score
       from content_candidates x
       left join bm25 b on b.message_id = x.message_id
 ),
@@ -180,7 +175,7 @@ content_ranked as (
     select b.*, row_number() over (order by b.score desc, b.conversation_id desc) as rank
       from best_content b
 )
-"""
+""", TSQUERY=TSQUERY, BM25_SCORES=ranking.bm25_scores("content_candidates"))
 # The content list handed back in (the hybrid path reads it on its own, beside the vector list).
 CONTENT_FROM_LIST = """
 content_ranked as (
@@ -190,8 +185,7 @@ content_ranked as (
            as l(conversation_id, message_id, score, rank)
 )
 """
-SEARCH_FUSION = (
-    """
+SEARCH_FUSION = compose("""
 semantic_hits as (
     select vc.id as conversation_id, v.message_id, v.rank
       from unnest(%(vector_conversations)s::bigint[], %(vector_messages)s::bigint[])
@@ -225,28 +219,23 @@ page as (
      order by h.tier desc, h.score desc, h.content_score desc, h.id desc
      limit %(fetch)s
 )
-select"""
-    + SESSION_COLUMNS
-    + """,
+select<<SESSION_COLUMNS>>,
        p.tier, p.score, p.content_score, p.on_title, p.on_content, p.on_semantic, p.message_id,
        case when p.message_id is not null then
             ts_headline(%(ts_config)s::regconfig,
                         translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        replace(TSQ::text, ' & ', ' | ')::tsquery, %(headline_options)s)
+                        replace(<<TSQUERY>>::text, ' & ', ' | ')::tsquery, %(headline_options)s)
        end as excerpt
   from page p
-  join conversations c on c.id = p.id"""
-    + SESSION_JOINS
-    + """
+  join conversations c on c.id = p.id<<SESSION_JOINS>>
   left join messages m on m.id = p.message_id
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
-"""
-)
+""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS, TSQUERY=TSQUERY)
 
 
 def _search_statement(*parts: str) -> str:
-    return ("with " + ",\n".join(p.strip() for p in parts)).replace("TSQ", TSQUERY).replace(
-        "BM25_SCORES", ranking.BM25_SCORES.strip().replace("BM25_SOURCE", "content_candidates"))
+    """One statement of the search's CTEs (SEARCH_TITLES, SEARCH_CONTENT, ...), in order."""
+    return "with " + ",\n".join(p.strip() for p in parts)
 
 
 # One statement: titles, contents and the vector list handed in, fused (the lexical path).
@@ -278,33 +267,33 @@ SEMANTIC_NARROWING = """c.workspace_id = %(ws)s
 # The two arms of SEMANTIC_EXACT: the reader's agents' messages, and the reader's own
 # conversations with other agents (disjoint: an arm each side of `agents`). In the API each arm
 # can run on a connection of its own (`search`); here they are one statement.
-SEMANTIC_AGENTS_ARM = """
+SEMANTIC_AGENTS_ARM = compose("""
     (select e.message_id, {distance} as distance
        from message_embeddings e
       where e.model = %(model)s
         and e.message_id = any(array(
               select s.message_id
-                from SEMANTIC_FROM
+                from <<SEMANTIC_FROM>>
                where s.agent_id = any(%(agents)s::bigint[])
-                 and SEMANTIC_NARROWING
+                 and <<SEMANTIC_NARROWING>>
                order by 1))
       order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
-""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
-SEMANTIC_OWN_ARM = """
+""", SEMANTIC_FROM=SEMANTIC_FROM, SEMANTIC_NARROWING=SEMANTIC_NARROWING)
+SEMANTIC_OWN_ARM = compose("""
     (select e.message_id, {distance} as distance
        from message_embeddings e
       where e.message_id = any(array(
               select s.message_id
-                from SEMANTIC_FROM
+                from <<SEMANTIC_FROM>>
                where c.creator_actor_id = %(actor)s
                  and not (c.agent_id = any(%(agents)s::bigint[]))
-                 and SEMANTIC_NARROWING
+                 and <<SEMANTIC_NARROWING>>
                order by 1))
         and e.model = %(model)s
       order by ({distance}) + 0, e.message_id
       limit %(vector_k)s)
-""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING)
+""", SEMANTIC_FROM=SEMANTIC_FROM, SEMANTIC_NARROWING=SEMANTIC_NARROWING)
 # Each conversation's nearest message, nearest conversation first.
 SEMANTIC_BEST = """
 select conversation_id, message_id, distance
@@ -316,35 +305,34 @@ select conversation_id, message_id, distance
 
 
 def _exact_scan(*arms: str) -> str:
-    return "\nwith nearest as materialized (" + "\n    union all".join(a.rstrip() for a in arms) + "\n)" + SEMANTIC_BEST
+    """The exact vector list over these arms (SEMANTIC_AGENTS_ARM, SEMANTIC_OWN_ARM), each
+    conversation's nearest message."""
+    return compose("""
+with nearest as materialized (<<ARMS>>
+)<<SEMANTIC_BEST>>""", ARMS="\n    union all".join(a.rstrip() for a in arms), SEMANTIC_BEST=SEMANTIC_BEST)
 
 
 SEMANTIC_EXACT = _exact_scan(SEMANTIC_AGENTS_ARM, SEMANTIC_OWN_ARM)
 SEMANTIC_EXACT_ARMS = {"agents": _exact_scan(SEMANTIC_AGENTS_ARM), "own": _exact_scan(SEMANTIC_OWN_ARM)}
-SEMANTIC_HNSW = """
+SEMANTIC_HNSW = compose("""
 with nearest as materialized (
     select e.message_id, {distance} as distance
       from message_embeddings e
      where e.model = %(model)s
        and coalesce((select true
-                       from SEMANTIC_FROM
+                       from <<SEMANTIC_FROM>>
                       where s.message_id = e.message_id
-                        and SEMANTIC_NARROWING), false)
+                        and <<SEMANTIC_NARROWING>>), false)
      order by {distance}
      limit %(vector_k)s
 )
-""".replace("SEMANTIC_FROM", SEMANTIC_FROM).replace("SEMANTIC_NARROWING", SEMANTIC_NARROWING) + SEMANTIC_BEST
-ONE = (
-    "select"
-    + SESSION_COLUMNS
-    + "  from conversations c"
-    + SESSION_JOINS
-    + """
+<<SEMANTIC_BEST>>""", SEMANTIC_FROM=SEMANTIC_FROM, SEMANTIC_NARROWING=SEMANTIC_NARROWING,
+                        SEMANTIC_BEST=SEMANTIC_BEST)
+ONE = compose("""select<<SESSION_COLUMNS>>  from conversations c<<SESSION_JOINS>>
  where c.id = %(id)s
    and c.workspace_id = %(ws)s
    and (c.agent_id = any(%(agents)s::bigint[]) or c.creator_actor_id = %(actor)s)
-"""
-)
+""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # 
 from backscroll import db, history, maintenance, turns  # noqa: E402
 from backscroll.db import start_embedded  # noqa: E402
 from backscroll.migrate import migrate  # noqa: E402
+from backscroll.sqltext import compose  # noqa: E402
 
 DB_NAME = "backscroll_bench_history"
 CORPUS_VERSION = "h1"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds
@@ -339,7 +340,7 @@ select c.id, c.title, c.audience_kind::text as kind, c.audience_readers as reade
   from conversations c
   join connectors cn on cn.id = c.connector_id
   join actors a on a.id = c.creator_actor_id
- where c.agent_id = %(agent)s and cn.type = 'slack' and WHERE
+ where c.agent_id = %(agent)s and cn.type = 'slack' and <<AUDIENCE>>
  order by (a.id = %(reader)s) desc, n desc, c.id
  limit 1
 """
@@ -372,7 +373,7 @@ def destinations(conn, agent_id: int, agent_slug: str, reader: int, window: int,
     for key, label, where in DESTINATIONS:
         if key not in wanted:
             continue
-        row = conn.execute(DESTINATION.replace("WHERE", where), {"agent": agent_id, "reader": reader}).fetchone()
+        row = conn.execute(compose(DESTINATION, AUDIENCE=where), {"agent": agent_id, "reader": reader}).fetchone()
         if row is None:
             log(f"no {label} for this agent: skipped")
             continue

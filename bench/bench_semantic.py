@@ -105,8 +105,8 @@ def load_vectors(url: str) -> None:
                      (SYNTHETIC, SYNTHETIC))
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("alter database current_database() set maintenance_work_mem = '1GB'"
-                     .replace("current_database()", conn.info.dbname))
+        conn.execute(sql.SQL("alter database {} set maintenance_work_mem = '1GB'")
+                     .format(sql.Identifier(conn.info.dbname)))
     register_model(url, SYNTHETIC, DIMS)  # builds the HNSW index, concurrently
     log(f"HNSW index built in {time.perf_counter() - started:.0f} s")
 

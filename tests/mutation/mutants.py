@@ -51,11 +51,11 @@ MUTANTS = [
     # A query with no positive term (`-rose`) would match nearly everything the reader may see:
     # contents are not searched at all, in either branch.
     Mutant("content search: no positive term, agents' branch", SESSIONS, "SEARCH_CONTENT",
-           "and s.tsv @@ (select TSQ)\n        and querytree(TSQ) not in ('T', '')",
-           "and s.tsv @@ (select TSQ)\n        and true"),
+           "and s.tsv @@ (select <<TSQUERY>>)\n        and querytree(<<TSQUERY>>) not in ('T', '')",
+           "and s.tsv @@ (select <<TSQUERY>>)\n        and true"),
     Mutant("content search: no positive term, own-conversations branch", SESSIONS, "SEARCH_CONTENT",
-           "and s.tsv @@ TSQ\n        and querytree(TSQ) not in ('T', '')",
-           "and s.tsv @@ TSQ\n        and true"),
+           "and s.tsv @@ <<TSQUERY>>\n        and querytree(<<TSQUERY>>) not in ('T', '')",
+           "and s.tsv @@ <<TSQUERY>>\n        and true"),
     # Semantic hits: the vector list is a filtered index scan with its own copy of the narrowing,
     # and the fused statement checks that list again (tests/semantic/test_hybrid_sessions.py).
     Mutant("semantic list: agent predicate", SESSIONS, "SEMANTIC_NARROWING",
