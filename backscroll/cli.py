@@ -135,11 +135,13 @@ def cmd_workspaces_list(args, settings: Settings) -> int:
 def cmd_conversations_set_readers(args, settings: Settings) -> int:
     from . import ingest
 
-    given = [r.strip() for value in args.reader for r in value.split(",") if r.strip()]
-    if not given:
-        print("backscroll: give at least one --reader (an empty set would match nothing)", file=sys.stderr)
+    try:
+        readers = ingest.ReadersIn(readers=args.reader)
+    except ValidationError as exc:
+        problems = "; ".join(f"--reader {e['loc'][-1] if len(e['loc']) > 1 else ''}: {e['msg']}".replace(" :", ":")
+                             for e in exc.errors())
+        print(f"backscroll: {problems}", file=sys.stderr)
         return 2
-    readers = ingest.ReadersIn(readers=given)
     with _conn(settings, autocommit=False) as conn, conn.transaction():
         ws = ingest.workspace_id_for(conn, args.workspace)
         result = ingest.set_readers(conn, ws, args.id, readers)
@@ -391,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, help="the conversation's id")
     p.add_argument("--workspace", required=True, help="workspace slug")
     p.add_argument("--reader", action="append", required=True,
-                   help="a reader's external id in the audience's namespace (repeat, or comma-separated)")
+                   help="a reader's external id in the audience's namespace (repeat for each reader)")
     p.set_defaults(func=cmd_conversations_set_readers)
     p = cv.add_parser("sealed", help="list conversations stored with an external audience and no readers "
                                      "(disclosable only into themselves until their readers are set)")

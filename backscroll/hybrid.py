@@ -238,7 +238,7 @@ def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
 
 # The scope's coverage: its agents' indexable messages (`tsv <> ''`: what the outbox and the backfill
 # owe a vector) and how many of them have a vector of the model, from counters kept by triggers
-# (migration 0019: folded counts plus pending deltas, exact at every moment). A read of a few
+# (migration 0020: folded counts plus pending deltas, exact at every moment). A read of a few
 # rows however large the scope: counting the scope's messages costs more than the search.
 SCOPE_COVERAGE = """
 select (select coalesce(sum(indexable), 0)

@@ -242,18 +242,19 @@ SET_CONVERSATION_READERS = """
 update conversations set audience_readers = %(readers)s::text[], updated_at = now() where id = %(id)s
 """
 # What was said to the conversation's audience follows its readers: the messages that inherited
-# it, and the memories formed in its turns under it. A message or memory given an audience of
-# its own keeps it.
+# it, and the memories formed in its turns under it (`audience_inherited`, recorded when they
+# were written: migration 0020). A message or memory given an audience of its own keeps it, even
+# one that happens to equal the conversation's.
 CARRY_MESSAGE_READERS = """
 update messages set audience_readers = %(readers)s::text[]
- where conversation_id = %(id)s
+ where conversation_id = %(id)s and audience_inherited
    and audience_kind = %(kind)s::audience_kind and audience_namespace = %(namespace)s
    and audience_readers = %(old)s::text[]
 """
 CARRY_MEMORY_READERS = """
 update memories k set audience_readers = %(readers)s::text[]
   from turns t
- where t.id = k.turn_id and t.conversation_id = %(id)s
+ where t.id = k.turn_id and t.conversation_id = %(id)s and k.audience_inherited
    and k.audience_kind = %(kind)s::audience_kind and k.audience_namespace = %(namespace)s
    and k.audience_readers = %(old)s::text[]
 """
@@ -275,10 +276,10 @@ select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.aud
 """
 INSERT_MESSAGE = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
-                      audience_kind, audience_namespace, audience_readers, created_at, updated_at,
-                      history_message_ids, memory_ids)
+                      audience_kind, audience_namespace, audience_readers, audience_inherited, created_at,
+                      updated_at, history_message_ids, memory_ids)
 values (%(conversation_id)s, %(external_id)s, %(speaker_actor_id)s, %(role)s, %(body)s, %(state)s,
-        %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s,
+        %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s, %(audience_inherited)s,
         coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()),
         %(history_message_ids)s::bigint[], %(memory_ids)s::bigint[])
 on conflict (conversation_id, external_id) do update
@@ -465,6 +466,7 @@ def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id:
         "created_at": msg.created_at,
         "history_message_ids": history,
         "memory_ids": memories,
+        "audience_inherited": msg.audience is None,
         **_audience_params(msg.audience, namespace, inherited),
     }
     row = conn.execute(INSERT_MESSAGE, params).fetchone()

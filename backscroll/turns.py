@@ -61,10 +61,12 @@ returning id
 """
 INSERT_REPLY = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
-                      audience_kind, audience_namespace, audience_readers, history_message_ids, memory_ids)
+                      audience_kind, audience_namespace, audience_readers, audience_inherited,
+                      history_message_ids, memory_ids)
 select c.id, %(external_id)s, null, 'assistant', %(body)s, 'finished',
-       c.audience_kind, c.audience_namespace, c.audience_readers, %(history)s::bigint[], %(memories)s::bigint[]
+       c.audience_kind, c.audience_namespace, c.audience_readers, true, %(history)s::bigint[], %(memories)s::bigint[]
   from conversations c where c.id = %(conversation)s
+   for share of c
 returning id
 """
 INSERT_REPLY_EVIDENCE = "insert into message_source_evidence (message_id, kind, reference) values (%(id)s, 'agent_reply', %(ref)s)"
@@ -72,10 +74,12 @@ SET_REPLY = "update turns set reply_message_id = %(reply)s where id = %(turn)s"
 COUNT_AGENT_MEMORIES = "select count(*) as n from memories where id = any(%(ids)s::bigint[]) and agent_id = %(agent)s"
 INSERT_MEMORY = """
 insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, audience_readers,
-                      source_message_ids, turn_id)
-values (%(ws)s, %(agent)s, %(body)s, %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[],
-        %(sources)s::bigint[], %(turn)s)
-returning id
+                      audience_inherited, source_message_ids, turn_id)
+select %(ws)s, %(agent)s, %(body)s, c.audience_kind, c.audience_namespace, c.audience_readers, true,
+       %(sources)s::bigint[], %(turn)s
+  from conversations c where c.id = %(conversation)s
+   for share of c
+returning id, audience_kind::text as kind, audience_namespace as namespace, audience_readers as readers
 """
 
 # The recheck, row by row, so the answer can say which rule failed for which message.
@@ -174,10 +178,13 @@ def form_memory(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[in
     unseen = [s for s in sources if s not in seen]
     if unseen:
         raise BadRequest(f"source_message_ids: the turn never saw {unseen[:5]}", code="unseen_source")
-    memory_id = conn.execute(INSERT_MEMORY, {"ws": workspace_id, "agent": turn.agent_id, "body": memory.body,
-                                             "sources": sources, "turn": turn_id, **turn.destination_params()}
-                             ).fetchone()["id"]
-    return {"id": memory_id, "source_message_ids": sources, "audience": turn.destination}
+    # The destination's audience as it is now, read under a share lock: a change of its readers
+    # in flight (set_readers) either finishes first or waits for this memory, and carries it.
+    row = conn.execute(INSERT_MEMORY, {"ws": workspace_id, "agent": turn.agent_id, "body": memory.body,
+                                       "sources": sources, "turn": turn_id, "conversation": turn.conversation_id}
+                       ).fetchone()
+    return {"id": row["id"], "source_message_ids": sources,
+            "audience": {"kind": row["kind"], "namespace": row["namespace"], "readers": list(row["readers"])}}
 
 
 def recheck(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None, turn_id: int) -> dict:

@@ -180,15 +180,17 @@ def test_cli_lists_sealed_conversations_and_sets_their_readers(cli_env, world, c
     out, err = capsys.readouterr()
     assert f"{conv:>10}  external" in out and "1 messages" in out and "1 conversation(s) sealed" in err
     assert cli.main(["conversations", "set-readers", str(conv), "--workspace", "acme",
-                     "--reader", "XGLOBEX,XGLOBEX2", "--reader", "XGLOBEX"]) == 0
+                     "--reader", "XGLOBEX", "--reader", "XGLOBEX2", "--reader", "XGLOBEX"]) == 0
     out, _ = capsys.readouterr()
     assert "readers XGLOBEX, XGLOBEX2 (were: none, sealed to itself); 1 message(s)" in out
     assert world.conn.execute("select audience_readers from messages").fetchone()["audience_readers"] == [
         "XGLOBEX", "XGLOBEX2"]
     assert cli.main(["conversations", "sealed", "--workspace", "acme"]) == 0
     assert "0 conversation(s) sealed" in capsys.readouterr().err
-    assert cli.main(["conversations", "set-readers", str(conv), "--workspace", "acme", "--reader", " , "]) == 2
-    assert "at least one --reader" in capsys.readouterr().err
+    assert cli.main(["conversations", "set-readers", str(conv), "--workspace", "acme", "--reader", ""]) == 2
+    assert "--reader 0: Value should have at least 1 item" in capsys.readouterr().err
+    assert cli.main(["conversations", "set-readers", str(conv), "--workspace", "acme", "--reader", "x" * 300]) == 2
+    assert "--reader 0: Value should have at most 256" in capsys.readouterr().err
     assert cli.main(["conversations", "set-readers", "999999", "--workspace", "acme", "--reader", "X"]) == 1
     assert "no conversation 999999" in capsys.readouterr().err
 
@@ -231,3 +233,30 @@ def test_the_recheck_names_the_audience_when_a_found_row_has_an_empty_reader_set
     _seal(world, globex)
     verdict = turns.recheck(world.conn, world.workspace(ws), None, turn)
     assert (verdict["deliverable"], verdict["reason"], verdict.get("message_id")) == (False, "audience", said)
+
+
+@pytest.mark.privacy
+def test_a_message_with_its_own_audience_never_follows_the_conversations_readers(world):
+    """A whisper to alice in a room of alice and bob; the room down to alice alone (its audience
+    now equals the whisper's); carol joins: the whisper stays alice's (review of issue 16)."""
+    def post(readers: list[str]) -> int:
+        return world.conversation("acme", "bot", "G1", "room", connector=("slack", "acme"),
+                                  audience={"kind": "members", "readers": readers})
+
+    room = post(["alice", "bob"])
+    said = world.message("acme", room, "the zebra budget is agreed", speaker="bob")
+    whisper = world.message("acme", room, "alice only: zebra salary figure", speaker="bob",
+                            audience={"kind": "members", "namespace": "slack:acme", "readers": ["alice"]})
+    carol = world.conversation("acme", "bot", "D-carol", "carol", connector=("slack", "acme"),
+                               audience={"kind": "members", "readers": ["carol"]})
+    post(["alice"])
+    result = ingest.set_readers(world.conn, world.workspace("acme"), room,
+                                ingest.ReadersIn(readers=["alice", "carol"]))
+    assert result["updated"]["messages"] == 1, result
+    rows = {r["id"]: r["audience_readers"] for r in world.conn.execute("select id, audience_readers from messages")}
+    assert rows[said] == ["alice", "carol"] and rows[whisper] == ["alice"], rows
+    asked = world.message("acme", carol, "zebra?", speaker="carol", minute=5)
+    turn = world.turn("acme", "bot", carol, requester="carol", answering=asked)
+    found = history.search_history(world.conn, world.workspace("acme"), None,
+                                   history.SearchRequest(turn_id=turn, query="zebra salary budget"), None)
+    assert whisper not in found["message_ids"] and said in found["message_ids"], found

@@ -197,9 +197,11 @@ def test_vectors_written_before_0014_get_their_public_agent_on_upgrade(empty_db_
     migrate(empty_db_url, directory=before)
     w = open_world(empty_db_url)
     public = w.conversation("acme", "concierge", "t1", audience={"kind": "public", "namespace": "slack:acme"})
-    said_in_public = w.message("acme", public, "the venue is confirmed")
-    said_to_one = w.message("acme", public, "your deposit is refunded",
-                            audience={"kind": "members", "namespace": "slack:acme", "readers": ["U1"]})
+    # Messages written as the schema of the time takes them (today's ingest writes later columns).
+    insert = ("insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace,"
+              " audience_readers) values (%s, 'user', %s, 'finished', %s, 'slack:acme', %s) returning id")
+    said_in_public = w.conn.execute(insert, (public, "the venue is confirmed", "public", [])).fetchone()["id"]
+    said_to_one = w.conn.execute(insert, (public, "your deposit is refunded", "members", ["U1"])).fetchone()["id"]
     w.conn.execute("insert into embedding_models (model, dimensions, index_name) values ('m2', 2, 'm2_idx')")
     w.conn.execute("insert into message_embeddings (message_id, model, embedding) "
                    "select unnest(%s::bigint[]), 'm2', '[1,0]'", ([said_in_public, said_to_one],))

@@ -4,7 +4,7 @@ a backfill owed or never started), both searches answer `degraded` / `backfillin
 scope's coverage, and so does search_history's audit row; once everything is embedded, `hybrid`
 with no degradation. An outage is reported as the outage.
 
-The coverage comes from counters kept by triggers (migration 0019), not from a count at search
+The coverage comes from counters kept by triggers (migration 0020), not from a count at search
 time; they are checked against a direct count through every way a vector or a document comes
 and goes.
 """
@@ -334,11 +334,11 @@ def test_a_document_dropped_while_its_vector_is_being_stored_is_not_counted(db_u
 
 
 def test_the_migration_counts_what_is_already_there(pg_url, tmp_path):
-    """Upgrading a database that already holds documents and vectors: 0019 fills the counters."""
+    """Upgrading a database that already holds documents and vectors: 0020 fills the counters."""
     before = tmp_path / "sql"
     before.mkdir()
     for f in sorted(migrations_root().glob("*.sql")):
-        if int(f.name[:4]) < 19:
+        if int(f.name[:4]) < 20:
             shutil.copy(f, before / f.name)
     name = f"bs_coverage_upgrade_{tmp_path.name[-20:].replace('-', '_')}"
     with psycopg.connect(pg_url, autocommit=True) as admin:
