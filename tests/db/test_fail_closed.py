@@ -142,11 +142,9 @@ def test_external_rows_stored_before_0018_stay_sealed_on_upgrade(empty_db_url, t
         "select backscroll_disclosable(%(agent)s, %(o)s, 'external', 'slack:acme', '{}', %(d)s, 'external',"
         " 'slack:acme', '{}') as into_other,"
         " backscroll_disclosable(%(agent)s, %(o)s, 'external', 'slack:acme', '{}', %(o)s, 'external',"
-        " 'slack:acme', '{}') as into_itself,"
-        " backscroll_lineage_allows(array[(select id from messages)], %(agent)s, 'external', 'slack:acme', '{}')"
-        " as old_signature",
+        " 'slack:acme', '{}') as into_itself",
         {"agent": agent, "o": convs[0], "d": convs[1]}).fetchone()
-    assert verdicts == {"into_other": False, "into_itself": True, "old_signature": False}
+    assert verdicts == {"into_other": False, "into_itself": True}
     sealed = ingest.sealed_conversations(w.conn, ws)
     assert [(r["id"], r["messages"]) for r in sealed] == [(convs[0], 1), (convs[1], 0)]
     w.conn.close()
@@ -260,3 +258,28 @@ def test_a_message_with_its_own_audience_never_follows_the_conversations_readers
     found = history.search_history(world.conn, world.workspace("acme"), None,
                                    history.SearchRequest(turn_id=turn, query="zebra salary budget"), None)
     assert whisper not in found["message_ids"] and said in found["message_ids"], found
+
+
+@pytest.mark.privacy
+def test_the_previous_lineage_signature_denies_a_sealed_row(world):
+    """An API pod of the release before 0018, serving while it migrates, walks lineage without a
+    destination conversation: a sealed row is denied there even in its own conversation, and a
+    row with readers is judged as by the new walk."""
+    sealed = _legacy(world, "acme", "C-GLOBEX", ["XGLOBEX"])
+    sealed_msg = world.message("acme", sealed, "globex pricing", speaker="XGLOBEX")
+    _seal(world, sealed)
+    shared = world.conversation("acme", "bot", "C-SALES", "sales", connector=("slack", "acme"),
+                                audience={"kind": "external", "readers": ["XGLOBEX"]})
+    shared_msg = world.message("acme", shared, "sales pricing", speaker="XGLOBEX")
+    agent = world.agent_id("acme", "bot")
+    row = world.conn.execute(
+        "select backscroll_lineage_allows(array[%(s)s::bigint], %(agent)s, 'external', 'slack:acme', '{}') as old_sealed,"
+        " backscroll_lineage_allows(array[%(s)s::bigint], %(agent)s, %(c)s::bigint, 'external', 'slack:acme', '{}')"
+        " as new_sealed_in_itself,"
+        " backscroll_lineage_allows(array[%(m)s::bigint], %(agent)s, 'external', 'slack:acme', '{XGLOBEX}')"
+        " as old_with_readers,"
+        " backscroll_lineage_allows(array[%(m)s::bigint], %(agent)s, 'external', 'slack:acme', '{XINITECH}')"
+        " as old_into_another",
+        {"s": sealed_msg, "m": shared_msg, "c": sealed, "agent": agent}).fetchone()
+    assert row == {"old_sealed": False, "new_sealed_in_itself": True, "old_with_readers": True,
+                   "old_into_another": False}
