@@ -28,7 +28,7 @@ from .config import Settings, setting
 from .errors import NotFound
 from .gateway import Gateway
 from .ingest import Text
-from .sqltext import compose
+from .sqltext import compose, with_ctes
 from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
@@ -42,7 +42,6 @@ MAX_TERM_CHARS = 128
 TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
-VECTOR_K = 50               # vector candidates fused with the lexical list
 # Fused with a vector list, a message enters the lexical list only when it matches at least this
 # share of a query of MIN_MATCH_TERMS terms or more, each term weighted by its idf (so "what",
 # "did" and "the" count for almost nothing, and a rare name for much). The words are OR'd (an
@@ -337,7 +336,7 @@ lexical_ranks as (
 ranked as materialized (
     select w.*, l.lexical_rank_all,
            case when %(fused)s
-                then coalesce(1.0 / (%(rrf_k)s + l.lexical_rank_all), 0) + coalesce(1.0 / (%(rrf_k)s + w.vector_pos), 0)
+                then <<RRF_OF_POOL>>
                 else w.score end::float8 as pool_key
       from weighted w
       left join lexical_ranks l on l.id = w.id
@@ -367,7 +366,7 @@ pool as materialized (
     select * from classified limit %(ceiling)s
 ),
 fused as (
-    select f.*, coalesce(1.0 / (%(rrf_k)s + f.lexical_rank), 0) + coalesce(1.0 / (%(rrf_k)s + f.vector_rank), 0) as rrf
+    select f.*, <<RRF_OF_ELIGIBLE>> as rrf
       from (select p.*,
                    case when p.lexical_match then row_number() over (
                         partition by p.lexical_match order by p.score desc, p.id desc) end as lexical_rank,
@@ -417,22 +416,18 @@ select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.re
 union all
 select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-""", DESTINATION_ALLOWS=DESTINATION_ALLOWS)
-
-
-def _search_statement(*parts: str) -> str:
-    """One statement of the search's CTEs (SEARCH_LEXICAL, SEARCH_RANKING, ...), in order."""
-    return "with " + ",\n".join(p.strip() for p in parts)
+""", DESTINATION_ALLOWS=DESTINATION_ALLOWS, RRF_OF_POOL=hybrid.rrf_sql("l.lexical_rank_all", "w.vector_pos"),
+   RRF_OF_ELIGIBLE=hybrid.rrf_sql("f.lexical_rank", "f.vector_rank"))
 
 
 # One statement: the lexical list, the vector list handed in, ranked, classified and selected.
-SEARCH = _search_statement(SEARCH_LEXICAL, SEARCH_RANKING)
+SEARCH = with_ctes(SEARCH_LEXICAL, SEARCH_RANKING)
 # The hybrid path in two: the lexical list alone (read while the vector list is produced beside
 # it), then the rest from the same text.
-LEXICAL_LIST = _search_statement(SEARCH_LEXICAL) + """
+LEXICAL_LIST = with_ctes(SEARCH_LEXICAL) + """
 select message_id, conversation_id, created_at, lexical from lexical_list
 """
-SEARCH_LISTED = _search_statement(LEXICAL_FROM_LIST, SEARCH_RANKING)
+SEARCH_LISTED = with_ctes(LEXICAL_FROM_LIST, SEARCH_RANKING)
 
 # Neighbours: up to two eligible messages on either side of a hit, in the same conversation,
 # passing the same predicates as hits. Walked through the conversation's index in order, so
@@ -606,7 +601,7 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
     """Which statement produces the vector list: the exact scan of a small perspective (at most
     `hybrid_exact_max_rows` documents), the exact scan of the agent's public messages for a
     large one into a public destination, else the HNSW walk."""
-    if docs <= setting(settings, "hybrid_exact_max_rows"):
+    if hybrid.exact_scope(settings, docs):
         return "exact"
     return "public" if turn.audience_kind == "public" else "hnsw"
 
@@ -640,9 +635,9 @@ def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
     public_cap = setting(settings, "hybrid_public_max_rows")
     with conn.transaction():
         if shape == "hnsw":
-            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), VECTOR_K))
+            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
         return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": literal(qv.vector),
-                                        "vector_k": VECTOR_K, "public_cap": public_cap}).fetchall()
+                                        "vector_k": hybrid.VECTOR_K, "public_cap": public_cap}).fetchall()
 
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
@@ -714,15 +709,19 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         return _vector_candidates(c, usable, vector_params, settings, shape)
 
     strict = _min_match(stats, terms)
-    statement = SEARCH
-    beside = pending.beside(side, vector_list)
-    if beside is not None:
-        # The lexical list is read while the vector list is produced beside it: strict, as a
-        # fused search reads it, unless the fusion then does not happen.
+
+    def lexical_list() -> list[dict]:
+        # Read while the vector list is produced beside it: strict, as a fused search reads it,
+        # unless the fusion then does not happen.
         params.update(strict)
-        lexical = conn.execute(LEXICAL_LIST, params).fetchall() if terms else []
-        qv, vector_ids = beside.result(turn.workspace_id)
-        params.update(vector_ids=vector_ids or [], fused=bool(vector_ids))
+        return conn.execute(LEXICAL_LIST, params).fetchall() if terms else []
+
+    lists = hybrid.gather(conn, pending, side, turn.workspace_id, [turn.agent_id],
+                          lexical=lexical_list, vector_list=vector_list)
+    qv, statement = lists.qv, SEARCH
+    params.update(vector_ids=lists.vectors or [], fused=bool(lists.vectors))
+    if lists.lexical is not None:
+        lexical = lists.lexical
         if not params["fused"] and params["min_mass"] > 0:
             params.update(min_mass=0.0, term_weights=[0.0] * len(terms))
             lexical = conn.execute(LEXICAL_LIST, params).fetchall()
@@ -731,14 +730,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
                       lexical_conversations=[r["conversation_id"] for r in lexical],
                       lexical_created=[r["created_at"] for r in lexical],
                       lexical_scores=[r["lexical"] for r in lexical])
-    else:
-        qv = pending.result(turn.workspace_id)
-        if qv.usable:
-            params["vector_ids"] = vector_list(conn, qv)
-            params["fused"] = bool(params["vector_ids"])
-            if params["fused"]:
-                params.update(strict)
-    qv = hybrid.with_backfill_coverage(conn, qv, [turn.agent_id])
+    elif params["fused"]:
+        params.update(strict)
     rows = conn.execute(statement, params).fetchall() if terms or params["vector_ids"] else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}

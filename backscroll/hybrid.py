@@ -24,17 +24,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, Iterable, Sequence, TypeVar
+from typing import Callable, Generic, Sequence, TypeVar
 
 import psycopg
 
 from . import gateway as gateway_module
-from .config import Settings
+from .config import Settings, setting
 from .gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
 from .status import coverage as coverage_ratio
 from .vectors import Model, ModelNotRegistered, get_model
 
 RRF_K = 60
+VECTOR_K = 50  # nearest vectors a search reads for its vector list
 
 T = TypeVar("T")
 # Where a search's vector list gets a connection of its own: a context manager yielding one, or
@@ -48,31 +49,17 @@ NOT_REGISTERED = "not_registered"
 BACKFILLING = "backfilling"
 
 
-def rrf(*ranks: int | None, k: int = RRF_K) -> float:
-    """The reciprocal-rank-fusion score of one item from its 1-based rank in each list (None where
-    a list does not hold it)."""
-    return sum(1.0 / (k + r) for r in ranks if r is not None)
+def rrf_sql(*ranks: str) -> str:
+    """The reciprocal-rank-fusion score in SQL, k bound as %(rrf_k)s: the sum over the lists of
+    1 / (k + the row's 1-based rank there), a list that does not hold the row adding nothing
+    (its rank is null). The one formula both searches fuse with."""
+    return " + ".join(f"coalesce(1.0 / (%(rrf_k)s + {rank}), 0)" for rank in ranks)
 
 
-@dataclass(frozen=True)
-class Fused:
-    key: Hashable
-    rrf: float
-    ranks: tuple[int | None, ...]  # 1-based rank in each input list, None where absent
-
-
-def fuse(*lists: Iterable[Hashable], k: int = RRF_K) -> list[Fused]:
-    """Reciprocal rank fusion of ranked lists of keys (best first). Ties keep the order in which
-    keys were first seen, list by list, so the result is deterministic."""
-    ranks: dict[Hashable, list[int | None]] = {}
-    for i, items in enumerate(lists):
-        for rank, key in enumerate(items, start=1):
-            slot = ranks.setdefault(key, [None] * len(lists))
-            if slot[i] is None:
-                slot[i] = rank
-    fused = [Fused(key, rrf(*r, k=k), tuple(r)) for key, r in ranks.items()]
-    order = {key: n for n, key in enumerate(ranks)}
-    return sorted(fused, key=lambda f: (-f.rrf, order[f.key]))
+def exact_scope(settings: Settings | None, docs: int) -> bool:
+    """A small scope (at most `hybrid_exact_max_rows` documents) gets an exact vector scan, a
+    large one the HNSW index: the one choice both searches make."""
+    return docs <= setting(settings, "hybrid_exact_max_rows")
 
 
 @dataclass(frozen=True)
@@ -225,6 +212,43 @@ def start_embedding(conn: psycopg.Connection, settings: Settings | None, text: s
     return PendingVector(conn, settings, text, gateway)
 
 
+L = TypeVar("L")
+
+
+@dataclass(frozen=True)
+class Gathered(Generic[L, T]):
+    """What the hybrid sequence hands back to a search."""
+    qv: QueryVector             # the query vector, or why there is none; coverage applied
+    lexical: L | None           # the lexical list, read beside the vector list (None: not read here)
+    vectors: T | None           # the vector list (None when the query vector is unusable)
+    meanwhile: object = None    # what `meanwhile` returned, when it ran
+
+
+def gather(conn: psycopg.Connection, pending: PendingVector | None, side: SideConnection | None,
+           workspace_id: int | None, scope_agents: Sequence[int], *, lexical: Callable[[], L],
+           vector_list: Callable[[psycopg.Connection, QueryVector], T], ledger: psycopg.Connection | None = None,
+           meanwhile: Callable[[PendingVector], object] | None = None) -> Gathered[L, T]:
+    """The hybrid sequence, the one both searches follow.
+
+    With a query embedding under way and a `side` source, the vector list is produced on a
+    connection of its own as soon as the vector arrives (`Beside`) while this connection reads
+    the lexical list (`lexical`), then does `meanwhile` (work of its own once the lexical list is
+    read: session search's own-conversation arm); the search then composes its statement from
+    the lists. Otherwise the query vector is awaited and the vector list is produced on this
+    connection, and `lexical` is not called: the search reads its lexical list inside its one
+    statement. Last, the coverage of the scope's agents (`with_backfill_coverage`)."""
+    beside = pending.beside(side, vector_list) if pending is not None else None
+    listed = extra = None
+    if beside is not None:
+        listed = lexical()
+        extra = meanwhile(pending) if meanwhile is not None else None
+        qv, vectors = beside.result(workspace_id, ledger=ledger)
+    else:
+        qv = pending.result(workspace_id, ledger=ledger) if pending is not None else QueryVector(LEXICAL)
+        vectors = vector_list(conn, qv) if qv.usable else None
+    return Gathered(with_backfill_coverage(conn, qv, scope_agents), listed, vectors, extra)
+
+
 def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
     """A usable query vector over a perspective whose messages are not all embedded yet is still
     hybrid over what is embedded, reported as `backfilling` with the coverage."""
@@ -275,7 +299,3 @@ def with_backfill_coverage(conn: psycopg.Connection, qv: QueryVector, agents: Se
 def category(qv: QueryVector) -> str | None:
     """The degradation's category, as an audit row records it."""
     return qv.degradation["category"] if qv.degradation else None
-
-
-def ranks_of(keys: Sequence[Hashable]) -> dict[Hashable, int]:
-    return {key: n for n, key in enumerate(keys, start=1)}

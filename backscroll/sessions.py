@@ -16,11 +16,11 @@ from psycopg import sql
 
 from . import hybrid, ranking
 from .auth import Principal
-from .config import Settings, setting
+from .config import Settings
 from .cursor import CursorCodec, fingerprint
 from .errors import BadRequest, NotFound
 from .gateway import Gateway
-from .sqltext import compose
+from .sqltext import compose, with_ctes
 from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 # The first page starts "before" the largest position a keyset can hold.
@@ -30,7 +30,6 @@ MAX_ID = 9_223_372_036_854_775_807
 # the body first, so a message cannot forge a highlight.
 HL_START, HL_STOP = "\ue000", "\ue001"
 SEARCHABLE_CHARS = 100_000  # the sidecar indexes this much of each body; excerpts read as much
-VECTOR_K = 50  # nearest messages read for the semantic list (then one per conversation)
 
 # The reader's agents (after the `agent` filter), the agent the filter names, every agent of the
 # workspace (search() reaches the reader's own conversations with the others through the
@@ -200,7 +199,7 @@ hits as (
     select coalesce(t.id, b.conversation_id, v.conversation_id) as id,
            case when t.id is not null then 2 else 1 end as tier,
            case when t.id is not null then t.score
-                when %(fused)s then coalesce(1.0 / (%(rrf_k)s + b.rank), 0) + coalesce(1.0 / (%(rrf_k)s + v.rank), 0)
+                when %(fused)s then <<RRF>>
                 else b.score
            end::real as score,
            coalesce(b.score, -1)::real as content_score,
@@ -230,21 +229,17 @@ select<<SESSION_COLUMNS>>,
   join conversations c on c.id = p.id<<SESSION_JOINS>>
   left join messages m on m.id = p.message_id
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
-""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS, TSQUERY=TSQUERY)
-
-
-def _search_statement(*parts: str) -> str:
-    """One statement of the search's CTEs (SEARCH_TITLES, SEARCH_CONTENT, ...), in order."""
-    return "with " + ",\n".join(p.strip() for p in parts)
+""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS, TSQUERY=TSQUERY,
+   RRF=hybrid.rrf_sql("b.rank", "v.rank"))
 
 
 # One statement: titles, contents and the vector list handed in, fused (the lexical path).
-SEARCH = _search_statement(SEARCH_TITLES, SEARCH_CONTENT, SEARCH_FUSION)
+SEARCH = with_ctes(SEARCH_TITLES, SEARCH_CONTENT, SEARCH_FUSION)
 # The hybrid path in two: the content list alone (read while the vector list is produced beside
 # it), then titles and both lists, fused, from the same text.
-CONTENT_LIST = (_search_statement(SEARCH_CONTENT)
+CONTENT_LIST = (with_ctes(SEARCH_CONTENT)
                 + "\nselect conversation_id, message_id, score, rank from content_ranked\n")
-SEARCH_LISTED = _search_statement(SEARCH_TITLES, CONTENT_FROM_LIST, SEARCH_FUSION)
+SEARCH_LISTED = with_ctes(SEARCH_TITLES, CONTENT_FROM_LIST, SEARCH_FUSION)
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content
 # search (the reader's agents, or the reader's own conversations with any agent of the
@@ -482,12 +477,6 @@ def _decode_search_cursor(codec: CursorCodec, before: str, fp: str) -> tuple[str
             raise first from None
 
 
-def exact_scope(settings: Settings | None, docs: int) -> bool:
-    """A small scope (at most `hybrid_exact_max_rows` documents) gets an exact vector scan, a
-    large one the HNSW index."""
-    return docs <= setting(settings, "hybrid_exact_max_rows")
-
-
 def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int], qv: hybrid.QueryVector,
                       settings: Settings | None, *, docs: int | None = None, arm: str | None = None) -> list[dict]:
     """The reader's conversations nearest the query, nearest first, each with its nearest message.
@@ -495,16 +484,15 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
     exact scope, only that arm of the scan (SEMANTIC_EXACT_ARMS: "agents" or "own")."""
     if docs is None:
         docs = ranking.scope_docs(conn, agents)
-    exact = exact_scope(settings, docs)
+    exact = hybrid.exact_scope(settings, docs)
     dist = (exact_distance if exact else distance)(qv.model.dimensions)
     text = (SEMANTIC_EXACT_ARMS[arm] if arm else SEMANTIC_EXACT) if exact else SEMANTIC_HNSW
     statement = sql.SQL(text).format(distance=dist)
     with conn.transaction():
         if not exact:
-            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings),
-                                                             VECTOR_K))
+            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
         return conn.execute(statement, {
-            "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": VECTOR_K,
+            "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": hybrid.VECTOR_K,
             "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent,
         }).fetchall()
 
@@ -565,37 +553,35 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     split = side is not None and pending is not None and scope.actor_id is not None and bool(params["other_agents"])
     if split:
         docs = docs if docs is not None else ranking.scope_docs(conn, agents)
-        split = exact_scope(settings, docs)
+        split = hybrid.exact_scope(settings, docs)
 
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[dict]:
         return vector_candidates(c, scope, agents, usable, settings, docs=docs, arm="agents" if split else None)
 
-    statement, nearest = SEARCH, None
-    beside = pending.beside(side, vector_list) if pending is not None else None
-    split = split and beside is not None  # no call under way: nothing to split
-    if beside is not None:
-        content = conn.execute(CONTENT_LIST, params).fetchall()
-        own: list[dict] = []
-        if split and (early := pending.arrived()) is not None:
-            own = vector_candidates(conn, scope, agents, early, settings, docs=docs, arm="own")
-        qv, nearest = beside.result(scope.workspace_id, ledger=ledger)
+    def own_arm(pending: hybrid.PendingVector) -> list[dict]:
+        # This connection's arm of a split exact scan, once the content list is read.
+        early = pending.arrived() if split else None
+        return vector_candidates(conn, scope, agents, early, settings, docs=docs, arm="own") if early else []
+
+    lists = hybrid.gather(conn, pending, side, scope.workspace_id, agents, ledger=ledger,
+                          lexical=lambda: conn.execute(CONTENT_LIST, params).fetchall(),
+                          vector_list=vector_list, meanwhile=own_arm)
+    qv, nearest, statement = lists.qv, lists.vectors, SEARCH
+    if lists.lexical is not None:
         if split and nearest is not None:
             # The arms' conversations are disjoint (an arm each side of `agents`): merged as the
             # one statement orders them.
-            nearest = sorted([*nearest, *own], key=lambda r: (r["distance"], r["conversation_id"]))
+            nearest = sorted([*nearest, *lists.meanwhile], key=lambda r: (r["distance"], r["conversation_id"]))
         statement = SEARCH_LISTED
+        content = lists.lexical
         params.update(content_conversations=[r["conversation_id"] for r in content],
                       content_messages=[r["message_id"] for r in content],
                       content_scores=[r["score"] for r in content], content_ranks=[r["rank"] for r in content])
-    elif pending is not None:
-        qv = pending.result(scope.workspace_id, ledger=ledger)
-    qv = hybrid.with_backfill_coverage(conn, qv, agents)
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
-    if nearest is None:
-        nearest = vector_list(conn, qv) if qv.usable else []
+    nearest = nearest or []
     rows = conn.execute(statement, {
         **params,
         "fused": qv.usable,

@@ -52,3 +52,9 @@ def compose(template: str, /, **fragments: str) -> str:
         raise CompositionError(f"placeholders left after composing (a fragment holds them; compose it "
                                f"first): {', '.join(left)}")
     return composed
+
+
+def with_ctes(*parts: str) -> str:
+    """One statement from CTE bodies and a final select, in order (`name as (...)`, ..., the
+    last part ending the statement): how both searches build their statements from shared parts."""
+    return "with " + ",\n".join(p.strip() for p in parts)

@@ -283,7 +283,7 @@ def speed(args) -> int:
     lines = [f"## Semantic search at {args.messages:,} messages — {time.strftime('%Y-%m-%d %H:%M')} UTC\n",
              f"Load average at start: {loadavg()}. Synthetic model `{SYNTHETIC}` ({DIMS} dimensions, {TOPICS} "
              f"topics); hnsw.ef_search {hybrid_settings.hnsw_ef_search}, iterative scan relaxed_order, "
-             f"vector list of {sessions.VECTOR_K} messages.\n"]
+             f"vector list of {hybrid.VECTOR_K} messages.\n"]
 
     # (1) HNSW recall@10 against exact, under the filter
     lines += ["### HNSW recall@10 against exact search, both under the authorization filter\n",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from backscroll import history, local_embeddings
+from backscroll import history, hybrid, local_embeddings
 from backscroll.local_embeddings import LocalEmbeddings
 from backscroll.vectors import literal, register_model
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, side_taken
@@ -181,7 +181,7 @@ def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeyp
     w.conn.execute("update message_search set agent_id = %s where message_id = %s", (w.agent_id(WS, AGENT), foreign))
     # another model's vectors for every message (a different size: comparing them would fail)
     _other_model_rows(w)
-    monkeypatch.setattr(history, "VECTOR_K", 1)
+    monkeypatch.setattr(hybrid, "VECTOR_K", 1)
     # the answering message (already in context) says it too
     result = ask(town, destination, "U_B", query, settings, gateway, answering=True)
     assert chosen == [shape]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll import local_embeddings, sessions
+from backscroll import hybrid, local_embeddings, sessions
 from backscroll.auth import Principal, TokenKind
 from backscroll.cursor import CursorCodec
 from backscroll.backfill import run_backfill
@@ -174,7 +174,7 @@ def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, g
     w.message("globex", other_ws, query, speaker="U_A", minute=22)  # another workspace's "U_A"
     backfill(db_url, e5)
     _other_model_rows(w)  # another model's vectors for every message: never compared
-    monkeypatch.setattr(sessions, "VECTOR_K", 1)
+    monkeypatch.setattr(hybrid, "VECTOR_K", 1)
     body = _search(db_url, e5, office["alice"], q=query)
     visible = {office["ids"]["front_desk"], office["ids"]["lunch"], office["ids"]["alice_events"]}
     assert body["sessions"], "the only vector slot went to a conversation Alice may not see"
