@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import hmac
 import json
+from datetime import datetime
 from typing import Any
 
 from .errors import BadRequest
@@ -68,3 +69,11 @@ class CursorCodec:
             raise BadRequest("invalid cursor: it pages a different query; start from the first page",
                              code="invalid_cursor")
         return data["p"]
+
+    def decode_keyset(self, cursor: str, kind: str, fp: str) -> tuple[datetime, int]:
+        """The (timestamp, id) position of a keyset cursor (the recent list, a transcript)."""
+        position = self.decode(cursor, kind, fp)
+        try:
+            return datetime.fromisoformat(position[0]), int(position[1])
+        except (TypeError, ValueError, IndexError):
+            raise BadRequest("invalid cursor", code="invalid_cursor") from None

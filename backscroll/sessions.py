@@ -430,11 +430,7 @@ def recent(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, before: s
     fp = fingerprint("recent", scope.only_agent)
     after_at, after_id = "infinity", MAX_ID
     if before:
-        position = codec.decode(before, "recent", fp)
-        try:
-            after_at, after_id = datetime.fromisoformat(position[0]), int(position[1])
-        except (TypeError, ValueError, IndexError):
-            raise BadRequest("invalid cursor", code="invalid_cursor") from None
+        after_at, after_id = codec.decode_keyset(before, "recent", fp)
     agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
     rows = conn.execute(
         RECENT,

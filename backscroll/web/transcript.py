@@ -7,12 +7,9 @@ the `get_one` check before it, so this SQL alone can never return another reader
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import psycopg
 
 from ..cursor import CursorCodec, fingerprint
-from ..errors import BadRequest
 from ..sessions import MAX_ID, Scope
 
 PAGE_DEFAULT = 200
@@ -44,11 +41,7 @@ def messages(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, convers
     fp = fingerprint("transcript", conversation_id)
     after_at, after_id = "-infinity", -MAX_ID
     if after:
-        position = codec.decode(after, "transcript", fp)
-        try:
-            after_at, after_id = datetime.fromisoformat(position[0]), int(position[1])
-        except (TypeError, ValueError, IndexError):
-            raise BadRequest("invalid cursor", code="invalid_cursor") from None
+        after_at, after_id = codec.decode_keyset(after, "transcript", fp)
     rows = conn.execute(MESSAGES, {
         "id": conversation_id, "ws": scope.workspace_id, "agents": scope.agent_ids, "actor": scope.actor_id,
         "after_at": after_at, "after_id": after_id, "fetch": limit + 1,

@@ -147,3 +147,15 @@ def test_fingerprint_distinguishes_its_parts():
     assert fingerprint("search", "rose", None) != fingerprint("search", "rose", 1)
     assert fingerprint("search", "a", "b") != fingerprint("search", "a,b")
     assert fingerprint("recent", None) != fingerprint("search", None)
+
+
+def test_a_keyset_cursor_decodes_to_its_timestamp_and_id_or_is_refused():
+    from datetime import datetime, timezone
+
+    codec = CursorCodec(b"k" * 32)
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert codec.decode_keyset(codec.encode("recent", "fp", [at.isoformat(), 7]), "recent", "fp") == (at, 7)
+    for position in ([], ["not a time", 7], [at.isoformat(), "x"], [at.isoformat()]):
+        with pytest.raises(BadRequest) as caught:
+            codec.decode_keyset(codec.encode("recent", "fp", position), "recent", "fp")
+        assert caught.value.code == "invalid_cursor"
