@@ -394,6 +394,26 @@ def _memory_of_logs(t: Town) -> int:
         (w.workspace(WS), w.agent_id(WS, AGENT), NS, ids)).fetchone()["id"]
 
 
+def test_lineage_counts_a_reply_whose_memory_alone_is_narrow(town):
+    """A public reply built on a memory said to Alice alone, itself formed from public messages:
+    only the memory's own audience denies it. Left unselected in the pool, the audit's batched
+    verdicts (backscroll_lineage_denied) must still count it under lineage, not below the cutoff."""
+    w = town.w
+    memory = w.conn.execute(
+        "insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, audience_readers,"
+        " source_message_ids) values (%s, %s, 'Alice prefers the Rose Room', 'members', %s, %s, %s)"
+        " returning id", (w.workspace(WS), w.agent_id(WS, AGENT), NS, ["U_A"], [town.msgs["general_alice"]]),
+    ).fetchone()["id"]
+    reply = w.message(WS, town.general, "Noted: the lantern dinner is in the Rose Room", role="assistant",
+                      minute=20, memories=[memory])
+    eligible = [w.message(WS, town.general, f"lantern dinner plan {i}", speaker="U_B", minute=22 + i)
+                for i in range(3)]
+    result = ask(town, town.dm_bob, "U_B", "lantern dinner", limit=1)
+    assert hit_ids(result)[0] in eligible and reply not in result["message_ids"]
+    row = w.conn.execute("select exclusions from search_audit where turn_id = %s", (result["turn_id"],)).fetchone()
+    assert (row["exclusions"]["lineage"], row["exclusions"]["below_cutoff"]) == (1, 2), row["exclusions"]
+
+
 def test_lineage_joint_cap_never_makes_the_reply_undeliverable(town):
     """A reply whose lineage is exactly 5,000 nodes is allowed on its own; with the answering
     message the reply's whole provenance would be 5,001 nodes, which denies everything. The
