@@ -33,8 +33,8 @@ from pathlib import Path
 
 import psycopg
 
-from . import ingest
-from .auth import TokenKind, create_token, revoke_token
+from .ingest import writes as ingest
+from .access.auth import TokenKind, create_token, revoke_token
 from .config import Settings
 
 SEED = 20261130
@@ -1233,10 +1233,10 @@ def enable_embeddings(settings: Settings, url: str, *, quiet: bool = False) -> S
     (multilingual-e5-small, bundled: no network) and point the settings at it; register the model,
     backfill what has no vector (with a progress bar) and start a worker thread for new messages.
     Without a server it says so and the demo stays lexical."""
-    from .backfill import run_backfill
-    from .local_embeddings import LocalEmbeddings, LocalEmbeddingsError
-    from .vectors import register_model
-    from .worker import start_thread
+    from .embeddings.backfill import run_backfill
+    from .embeddings.local_embeddings import LocalEmbeddings, LocalEmbeddingsError
+    from .embeddings.vectors import register_model
+    from .embeddings.worker import start_thread
 
     semantic = Semantic(settings)
     if not settings.embeddings_enabled:
@@ -1261,9 +1261,9 @@ def run_demo(settings: Settings, host: str, port: int, *, embeddings: bool = Tru
     backfill, a worker), print what to try, and serve until Ctrl-C."""
     import uvicorn
 
-    from .api import create_app
-    from .db import connect, database_url
-    from .migrate import migrate
+    from .app import create_app
+    from .store.db import connect, database_url
+    from .store.migrate import migrate
 
     url = database_url(settings)
     migrate(url)

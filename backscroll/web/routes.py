@@ -13,9 +13,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from .. import sessions
-from ..api.routes import AuthenticatedRoute, Id, Svc, bearer
-from ..auth import TokenKind
+from ..search import sessions
+from ..api.deps import AuthenticatedRoute, Id, Svc, bearer
+from ..access.auth import TokenKind
 from ..errors import NotFound
 from . import transcript
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import psycopg
 
-from ..cursor import CursorCodec, fingerprint
-from ..sessions import MAX_ID, Scope
+from ..search.cursor import CursorCodec, fingerprint
+from ..vocabulary import MAX_ID
+from ..search.sessions import Scope
 
 PAGE_DEFAULT = 200
 PAGE_MAX = 500

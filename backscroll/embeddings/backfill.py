@@ -27,11 +27,11 @@ import psycopg
 from tqdm import tqdm
 
 from . import vectors
-from .config import Settings
-from .db import connect
-from .errors import BackscrollError
+from ..config import Settings
+from ..store.db import connect
+from ..errors import BackscrollError
 from .gateway import Gateway, GatewayError, gateway_for
-from .worker import document_text
+from .document import document_text
 
 log = logging.getLogger(__name__)
 

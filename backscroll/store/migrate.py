@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from .errors import MigrationError
+from ..errors import MigrationError
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from . import hybrid, ranking
-from .config import Settings, setting
-from .errors import NotFound
-from .gateway import Gateway
-from .ingest import Text
+from ..config import Settings, setting
+from ..errors import NotFound
+from ..embeddings.gateway import Gateway
+from ..vocabulary import Text
 from .sqltext import compose, with_ctes
-from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20
