@@ -312,7 +312,7 @@ def cmd_import(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from .demo import run_demo
+    from .demo.runner import run_demo
 
     return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port,
                     embeddings=not args.lexical)
