@@ -16,8 +16,8 @@ from datetime import datetime
 
 import psycopg
 
-from .embeddings.backfill import lock_held
 from .config import Settings
+from .embeddings.backfill import lock_held
 from .embeddings.gateway import Gateway, gateway_for
 from .embeddings.vectors import coverage
 from .store.migrate import schema_version

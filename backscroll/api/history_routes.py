@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from ..search import history, turns
 from ..access.audit import query_digest
 from ..access.auth import TokenKind
+from ..search import history, turns
 from .deps import AuthenticatedRoute, Id, Svc, bearer
 
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)], tags=["history"])

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..ingest import links, memories
-from ..ingest import writes as ingest
-from ..search import maintenance, sessions
 from .. import status as search_status
 from ..access.auth import TokenKind
 from ..errors import BadRequest
+from ..ingest import links, memories
+from ..ingest import writes as ingest
+from ..search import maintenance, sessions
 from .deps import AuthenticatedRoute, Id, Svc, bearer
 from .service import Service
 

@@ -10,12 +10,12 @@ from fastapi import Request
 from psycopg_pool import ConnectionPool
 
 from ..access.auth import Principal, TokenKind, authenticate
+from ..access.keys import derive, root_key
 from ..config import Settings
 from ..search.cursor import CursorCodec
-from ..store.db import side_connections
 from ..search.hybrid import SideConnection
-from ..access.keys import derive, root_key
 from ..search.sessions import Limits
+from ..store.db import side_connections
 
 
 class Service:

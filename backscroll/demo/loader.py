@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psycopg
 
-from ..ingest import writes as ingest
 from ..access.auth import TokenKind, create_token, revoke_token
+from ..ingest import writes as ingest
 from .corpus import (
     ACME_STREAMING, ALICE_WEDDING, DB_MIGRATION_PLAN, DOUBLE_BOOKING, FRENCH, INCIDENT, ROSE_ROOM,
     STREAMING, SURPRISE, build_corpus,

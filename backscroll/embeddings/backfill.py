@@ -26,12 +26,12 @@ from datetime import datetime
 import psycopg
 from tqdm import tqdm
 
-from . import vectors
 from ..config import Settings
-from ..store.db import connect
 from ..errors import BackscrollError
-from .gateway import Gateway, GatewayError, gateway_for
+from ..store.db import connect
+from . import vectors
 from .document import document_text
+from .gateway import Gateway, GatewayError, gateway_for
 
 log = logging.getLogger(__name__)
 

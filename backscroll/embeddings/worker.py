@@ -25,9 +25,9 @@ from itertools import groupby
 
 import psycopg
 
-from . import vectors
 from ..config import Settings
 from ..store.db import connect
+from . import vectors
 from .backfill import BackfillRunning, lock_held, run_backfill
 from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for

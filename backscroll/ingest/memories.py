@@ -6,8 +6,8 @@ import psycopg
 from pydantic import Field
 
 from ..errors import BadRequest, NotFound
-from .writes import Audience, Strict, check_provenance
 from ..vocabulary import Slug, Text
+from .writes import Audience, Strict, check_provenance
 
 INSERT_MEMORY = """
 insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, audience_readers,

@@ -23,13 +23,13 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from . import hybrid, ranking
 from ..config import Settings, setting
-from ..errors import NotFound
 from ..embeddings.gateway import Gateway
-from ..vocabulary import Text
-from .sqltext import compose, with_ctes
 from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..errors import NotFound
+from ..vocabulary import Text
+from . import hybrid, ranking
+from .sqltext import compose, with_ctes
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20

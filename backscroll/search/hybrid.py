@@ -28,8 +28,8 @@ from typing import Callable, Generic, Sequence, TypeVar
 
 import psycopg
 
-from ..embeddings import gateway as gateway_module
 from ..config import Settings, setting
+from ..embeddings import gateway as gateway_module
 from ..embeddings.gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
 from ..embeddings.vectors import Model, ModelNotRegistered, get_model
 from ..embeddings.vectors import coverage as coverage_ratio

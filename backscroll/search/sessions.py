@@ -14,15 +14,15 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from . import hybrid, ranking
 from ..access.auth import Principal
 from ..config import Settings
-from .cursor import CursorCodec, fingerprint
+from ..embeddings.gateway import Gateway
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 from ..errors import BadRequest, NotFound
 from ..vocabulary import MAX_ID
-from ..embeddings.gateway import Gateway
+from . import hybrid, ranking
+from .cursor import CursorCodec, fingerprint
 from .sqltext import compose, with_ctes
-from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 # Private-use characters mark highlights inside ts_headline output; they are removed from
 # the body first, so a message cannot forge a highlight.

@@ -7,8 +7,8 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import BadRequest, Conflict, NotFound
-from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
 from ..vocabulary import ExternalId, Text
+from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
 
 MAX_LOADED = 500        # the history window is capped at 500 messages
 MAX_INPUT_MESSAGES = 501

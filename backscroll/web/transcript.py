@@ -10,8 +10,8 @@ from __future__ import annotations
 import psycopg
 
 from ..search.cursor import CursorCodec, fingerprint
-from ..vocabulary import MAX_ID
 from ..search.sessions import Scope
+from ..vocabulary import MAX_ID
 
 PAGE_DEFAULT = 200
 PAGE_MAX = 500
