@@ -46,10 +46,10 @@ def enable_embeddings(settings: Settings, url: str, *, quiet: bool = False) -> S
     (multilingual-e5-small, bundled: no network) and point the settings at it; register the model,
     backfill what has no vector (with a progress bar) and start a worker thread for new messages.
     Without a server it says so and the demo stays lexical."""
-    from .embeddings.backfill import run_backfill
-    from .embeddings.local_embeddings import LocalEmbeddings, LocalEmbeddingsError
-    from .embeddings.vectors import register_model
-    from .embeddings.worker import start_thread
+    from ..embeddings.backfill import run_backfill
+    from ..embeddings.local_embeddings import LocalEmbeddings, LocalEmbeddingsError
+    from ..embeddings.vectors import register_model
+    from ..embeddings.worker import start_thread
 
     semantic = Semantic(settings)
     if not settings.embeddings_enabled:
@@ -74,9 +74,9 @@ def run_demo(settings: Settings, host: str, port: int, *, embeddings: bool = Tru
     backfill, a worker), print what to try, and serve until Ctrl-C."""
     import uvicorn
 
-    from .app import create_app
-    from .store.db import connect, database_url
-    from .store.migrate import migrate
+    from ..app import create_app
+    from ..store.db import connect, database_url
+    from ..store.migrate import migrate
 
     url = database_url(settings)
     migrate(url)
