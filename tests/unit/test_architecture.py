@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,3 +39,11 @@ def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_it(tmp_path):
     result = lint_imports(tmp_path, pythonpath=tmp_path)
     assert result.returncode != 0, result.stdout
     assert "backscroll.store.db -> backscroll.search.sessions" in result.stdout, result.stdout
+
+
+def test_every_package_of_the_tree_is_declared():
+    """setuptools' explicit `packages` list is what a wheel ships: a package folder missing from
+    it would import from a checkout and be absent from the image."""
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tree = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "backscroll").rglob("__init__.py")}
+    assert tree <= declared, sorted(tree - declared)
