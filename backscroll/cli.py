@@ -18,19 +18,19 @@ def _settings() -> Settings:
 
 
 def _url(settings: Settings) -> str:
-    from .db import database_url
+    from .store.db import database_url
 
     return database_url(settings)
 
 
 def _conn(settings: Settings, autocommit: bool = True):
-    from .db import connect
+    from .store.db import connect
 
     return connect(_url(settings), autocommit=autocommit)
 
 
 def cmd_migrate(args, settings: Settings) -> int:
-    from .migrate import migrate
+    from .store.migrate import migrate
 
     url = _url(settings)
     applied = migrate(url)
@@ -40,7 +40,7 @@ def cmd_migrate(args, settings: Settings) -> int:
     else:
         print("schema is up to date")
     if args.model:
-        from .vectors import register_model
+        from .embeddings.vectors import register_model
 
         dimensions = args.dimensions or settings.embeddings_dimensions
         if not dimensions:
@@ -71,7 +71,7 @@ def _stop_on_signals():
 
 
 def cmd_worker(args, settings: Settings) -> int:
-    from .worker import run_worker
+    from .embeddings.worker import run_worker
 
     if not settings.embeddings_enabled:
         print("embeddings are off (BACKSCROLL_EMBEDDINGS_MODEL is not set): nothing to do", file=sys.stderr)
@@ -83,7 +83,7 @@ def cmd_worker(args, settings: Settings) -> int:
 
 
 def cmd_backfill(args, settings: Settings) -> int:
-    from .backfill import run_backfill
+    from .embeddings.backfill import run_backfill
 
     if not settings.embeddings_enabled:
         raise SystemExit("embeddings are off: set BACKSCROLL_EMBEDDINGS_MODEL (and _URL) first")
@@ -97,8 +97,8 @@ def cmd_backfill(args, settings: Settings) -> int:
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
-    from .api import create_app
-    from .migrate import migrate
+    from .app import create_app
+    from .store.migrate import migrate
 
     url = _url(settings)
     if args.migrate:
@@ -133,7 +133,7 @@ def cmd_workspaces_list(args, settings: Settings) -> int:
 
 
 def cmd_conversations_set_readers(args, settings: Settings) -> int:
-    from . import ingest
+    from .ingest import writes as ingest
 
     try:
         readers = ingest.ReadersIn(readers=args.reader)
@@ -152,7 +152,7 @@ def cmd_conversations_set_readers(args, settings: Settings) -> int:
 
 
 def cmd_conversations_sealed(args, settings: Settings) -> int:
-    from . import ingest
+    from .ingest import writes as ingest
 
     with _conn(settings) as conn:
         rows = ingest.sealed_conversations(conn, ingest.workspace_id_for(conn, args.workspace))
@@ -166,10 +166,10 @@ def cmd_conversations_sealed(args, settings: Settings) -> int:
 
 
 def cmd_schema(args, settings: Settings) -> int:
-    from .schema import render
+    from .store.schema import render
 
     if args.migrate:
-        from .migrate import migrate
+        from .store.migrate import migrate
 
         migrate(_url(settings))
     with _conn(settings) as conn:
@@ -184,7 +184,7 @@ def cmd_schema(args, settings: Settings) -> int:
 
 def cmd_workspaces_language(args, settings: Settings) -> int:
     from .errors import BackscrollError
-    from .maintenance import language, reindex, request_reindex
+    from .search.maintenance import language, reindex, request_reindex
 
     names = None if args.speaker_names is None else args.speaker_names == "on"
     with _conn(settings) as conn:
@@ -211,7 +211,7 @@ def _print_language(state) -> None:
 
 
 def cmd_reindex(args, settings: Settings) -> int:
-    from .maintenance import fold, reindex
+    from .search.maintenance import fold, reindex
 
     with _conn(settings) as conn:
         swapped = reindex(conn, settings.reindex_batch_size, progress=not args.quiet)
@@ -228,7 +228,7 @@ def _parse_actor(text: str) -> tuple[str, str]:
 
 
 def cmd_tokens_create(args, settings: Settings) -> int:
-    from .auth import TokenKind, create_token
+    from .access.auth import TokenKind, create_token
 
     kind = TokenKind(args.kind)
     with _conn(settings, autocommit=False) as conn:
@@ -268,7 +268,7 @@ def cmd_tokens_create(args, settings: Settings) -> int:
 
 
 def cmd_tokens_list(args, settings: Settings) -> int:
-    from .auth import list_tokens
+    from .access.auth import list_tokens
 
     with _conn(settings) as conn:
         for t in list_tokens(conn):
@@ -280,7 +280,7 @@ def cmd_tokens_list(args, settings: Settings) -> int:
 
 
 def cmd_tokens_revoke(args, settings: Settings) -> int:
-    from .auth import revoke_token
+    from .access.auth import revoke_token
 
     with _conn(settings) as conn:
         if not revoke_token(conn, args.id):
@@ -291,12 +291,12 @@ def cmd_tokens_revoke(args, settings: Settings) -> int:
 
 
 def cmd_import(args, settings: Settings) -> int:
-    from .importer import import_file
+    from .ingest.importer import import_file
 
     path = Path(args.file)
     if not path.is_file():
         raise SystemExit(f"no such file: {path}")
-    from .maintenance import fold
+    from .search.maintenance import fold
 
     with _conn(settings) as conn:
         report = import_file(conn, path, default_workspace=args.workspace, show_progress=not args.quiet,
@@ -312,7 +312,7 @@ def cmd_import(args, settings: Settings) -> int:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from .demo import run_demo
+    from .demo.runner import run_demo
 
     return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port,
                     embeddings=not args.lexical)

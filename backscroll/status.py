@@ -16,10 +16,11 @@ from datetime import datetime
 
 import psycopg
 
-from .backfill import lock_held
 from .config import Settings
-from .gateway import Gateway, gateway_for
-from .migrate import schema_version
+from .embeddings.backfill import lock_held
+from .embeddings.gateway import Gateway, gateway_for
+from .embeddings.vectors import coverage
+from .store.migrate import schema_version
 
 TOTAL = "select count(*) as n from message_search where tsv <> ''::tsvector"
 MODELS = """
@@ -40,10 +41,6 @@ select count(*) filter (where parked_at is null) as pending,
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-def coverage(embedded: int, total: int) -> float:
-    return 1.0 if total == 0 else round(min(embedded / total, 1.0), 4)
 
 
 def read(conn: psycopg.Connection, settings: Settings) -> dict:

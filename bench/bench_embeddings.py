@@ -22,14 +22,18 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backscroll import demo, ingest  # noqa: E402
-from backscroll.backfill import run_backfill  # noqa: E402
+from backscroll.demo.corpus import build_corpus  # noqa: E402
+from backscroll.demo.data import WORKSPACES  # noqa: E402
+from backscroll.demo.loader import ENSURE_WORKSPACE  # noqa: E402
+from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll.embeddings.backfill import run_backfill  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
-from backscroll.db import connect, start_embedded  # noqa: E402
-from backscroll.local_embeddings import LocalEmbeddings  # noqa: E402
-from backscroll.migrate import migrate  # noqa: E402
-from backscroll.vectors import register_model  # noqa: E402
-from backscroll.worker import Worker, document_text  # noqa: E402
+from backscroll.store.db import connect, start_embedded  # noqa: E402
+from backscroll.embeddings.local_embeddings import LocalEmbeddings  # noqa: E402
+from backscroll.store.migrate import migrate  # noqa: E402
+from backscroll.embeddings.vectors import register_model  # noqa: E402
+from backscroll.embeddings.worker import Worker  # noqa: E402
+from backscroll.embeddings.document import document_text  # noqa: E402
 
 DB = "backscroll_bench_embeddings"
 
@@ -64,9 +68,9 @@ def main() -> None:
     url = psycopg.conninfo.make_conninfo(base, dbname=DB)
     migrate(url)
     conn = connect(url, autocommit=True)
-    corpus = demo.build_corpus()[:args.conversations]
-    for slug, name in demo.WORKSPACES.items():
-        conn.execute(demo.ENSURE_WORKSPACE, {"slug": slug, "name": name})
+    corpus = build_corpus()[:args.conversations]
+    for slug, name in WORKSPACES.items():
+        conn.execute(ENSURE_WORKSPACE, {"slug": slug, "name": name})
     for slug, line in corpus:
         with conn.transaction():
             ingest.import_line(conn, ingest.workspace_id_for(conn, slug), line)

@@ -40,10 +40,11 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import corpus  # noqa: E402  (beside this file)
 from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # noqa: E402
-from backscroll import db, history, maintenance, turns  # noqa: E402
-from backscroll.db import start_embedded  # noqa: E402
-from backscroll.migrate import migrate  # noqa: E402
-from backscroll.sqltext import compose  # noqa: E402
+from backscroll.store import db  # noqa: E402
+from backscroll.search import history, maintenance, turns  # noqa: E402
+from backscroll.store.db import start_embedded  # noqa: E402
+from backscroll.store.migrate import migrate  # noqa: E402
+from backscroll.search.sqltext import compose  # noqa: E402
 
 DB_NAME = "backscroll_bench_history"
 CORPUS_VERSION = "h1"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds

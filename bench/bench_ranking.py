@@ -36,9 +36,10 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
 from bench_sessions import fmt, log, machine  # noqa: E402
-from backscroll import history, hybrid, ingest, maintenance, sessions, turns  # noqa: E402
-from backscroll.cursor import CursorCodec  # noqa: E402
-from backscroll.ranking import Ranking  # noqa: E402
+from backscroll.search import history, hybrid, maintenance, sessions, turns  # noqa: E402
+from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll.search.cursor import CursorCodec  # noqa: E402
+from backscroll.search.ranking import Ranking  # noqa: E402
 
 QUERIES = [
     ("rare", corpus.RARE_TERM),
@@ -234,11 +235,11 @@ def quality(args) -> int:
     import eval_set
     from bench_semantic import demo_with_needles
 
-    from backscroll.backfill import run_backfill
+    from backscroll.embeddings.backfill import run_backfill
     from backscroll.config import Settings
-    from backscroll.gateway import Gateway
-    from backscroll.local_embeddings import LocalEmbeddings
-    from backscroll.vectors import register_model
+    from backscroll.embeddings.gateway import Gateway
+    from backscroll.embeddings.local_embeddings import LocalEmbeddings
+    from backscroll.embeddings.vectors import register_model
 
     url, conn, info, now = demo_with_needles(args, QUALITY_DB)
     for dialogue in eval_dialogues.DIALOGUES:

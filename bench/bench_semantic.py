@@ -46,12 +46,13 @@ sys.path.insert(0, str(BENCH_DIR))
 import bench_history  # noqa: E402  (beside this file)
 import corpus  # noqa: E402
 from bench_sessions import fmt, loadavg, log  # noqa: E402
-from backscroll import history, hybrid, ingest, sessions, turns  # noqa: E402
+from backscroll.search import history, hybrid, sessions, turns  # noqa: E402
+from backscroll.ingest import writes as ingest  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
-from backscroll.cursor import CursorCodec  # noqa: E402
-from backscroll.db import session_kwargs, side_connections, start_embedded  # noqa: E402
-from backscroll.gateway import Gateway  # noqa: E402
-from backscroll.vectors import Model, get_model, index_name, register_model  # noqa: E402
+from backscroll.search.cursor import CursorCodec  # noqa: E402
+from backscroll.store.db import session_kwargs, side_connections, start_embedded  # noqa: E402
+from backscroll.embeddings.gateway import Gateway  # noqa: E402
+from backscroll.embeddings.vectors import Model, get_model, index_name, register_model  # noqa: E402
 
 SYNTHETIC = "synthetic-384"
 DIMS = 384
@@ -498,9 +499,9 @@ def demo_with_needles(args, db_name: str):
     the demo's facts, the time the needles were dated from)."""
     import eval_set
 
-    from backscroll import demo
-    from backscroll.db import connect
-    from backscroll.migrate import migrate
+    from backscroll.demo.loader import load_demo
+    from backscroll.store.db import connect
+    from backscroll.store.migrate import migrate
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -511,7 +512,7 @@ def demo_with_needles(args, db_name: str):
     url = psycopg.conninfo.make_conninfo(server_url, dbname=db_name)
     migrate(url)
     conn = connect(url, autocommit=True)
-    info = demo.load_demo(conn)
+    info = load_demo(conn)
     now = datetime.now(timezone.utc)
     for n, needle in enumerate(eval_set.NEEDLES):
         with conn.transaction():
@@ -521,9 +522,9 @@ def demo_with_needles(args, db_name: str):
 
 def quality(args) -> int:
     import eval_set
-    from backscroll.backfill import run_backfill
-    from backscroll.local_embeddings import LocalEmbeddings
-    from backscroll.worker import document_text
+    from backscroll.embeddings.backfill import run_backfill
+    from backscroll.embeddings.local_embeddings import LocalEmbeddings
+    from backscroll.embeddings.document import document_text
 
     url, conn, info, now = demo_with_needles(args, QUALITY_DB)
     target_ids = {r["external_id"].removeprefix("eval-"): r["id"] for r in conn.execute(

@@ -36,12 +36,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import corpus  # noqa: E402  (beside this file)
-from backscroll import db, sessions  # noqa: E402
-from backscroll.auth import Principal, TokenKind  # noqa: E402
+from backscroll.store import db  # noqa: E402
+from backscroll.search import sessions  # noqa: E402
+from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
-from backscroll.cursor import CursorCodec  # noqa: E402
-from backscroll.db import start_embedded  # noqa: E402
-from backscroll.migrate import migrate  # noqa: E402
+from backscroll.search.cursor import CursorCodec  # noqa: E402
+from backscroll.store.db import start_embedded  # noqa: E402
+from backscroll.store.migrate import migrate  # noqa: E402
 
 DB_NAME = "backscroll_bench"
 CORPUS_VERSION = "2"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds

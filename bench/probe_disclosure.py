@@ -33,11 +33,11 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backscroll.api import create_app  # noqa: E402
-from backscroll.auth import TokenKind, create_token  # noqa: E402
+from backscroll.app import create_app  # noqa: E402
+from backscroll.access.auth import TokenKind, create_token  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
-from backscroll.db import connect, start_embedded  # noqa: E402
-from backscroll.migrate import migrate  # noqa: E402
+from backscroll.store.db import connect, start_embedded  # noqa: E402
+from backscroll.store.migrate import migrate  # noqa: E402
 
 NAMESPACES = [("slack", "acme"), ("slack", "partners")]
 PEOPLE = ["p1", "p2", "p3", "p4", "p5"]

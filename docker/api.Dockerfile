@@ -18,7 +18,7 @@ COPY operator ./operator
 # into the venv, and nothing at run time refers back to /src.
 RUN /opt/backscroll/bin/pip install . \
  && /opt/backscroll/bin/python -m compileall -q /opt/backscroll \
- && /opt/backscroll/bin/python -c "from backscroll.migrate import load_migrations; assert load_migrations()"
+ && /opt/backscroll/bin/python -c "from backscroll.store.migrate import load_migrations; assert load_migrations()"
 
 FROM ${PYTHON_IMAGE}
 RUN groupadd --system --gid 10001 backscroll \

@@ -10,8 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from backscroll.db import start_embedded
-from backscroll.migrate import migrate
+from backscroll.store.db import start_embedded
+from backscroll.store.migrate import migrate
 from tests.world import open_world
 
 TEMPLATE = "backscroll_template"

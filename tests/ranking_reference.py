@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from backscroll.ranking import Ranking
+from backscroll.search.ranking import Ranking
 
 DOCUMENTS = """
 select s.message_id, u.lexeme, u.weights

@@ -8,11 +8,12 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 from fastapi.testclient import TestClient
 
-from backscroll import ingest, links, turns
-from backscroll.api import create_app
-from backscroll.auth import TokenKind, create_token
+from backscroll.ingest import writes as ingest, links
+from backscroll.search import turns
+from backscroll.app import create_app
+from backscroll.access.auth import TokenKind, create_token
 from backscroll.config import Settings
-from backscroll.db import connect
+from backscroll.store.db import connect
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

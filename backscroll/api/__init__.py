@@ -1,5 +1,2 @@
-"""The HTTP API: FastAPI over a psycopg pool."""
-
-from .app import create_app
-
-__all__ = ["create_app"]
+"""The HTTP API: the JSON endpoints, their errors and the request plumbing they share with the
+sidebar (`deps`). The application that mounts them is `backscroll.app.create_app`."""

@@ -14,7 +14,7 @@ import psycopg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ..migrate import applied_versions, load_migrations
+from ..store.migrate import applied_versions, load_migrations
 
 # A readiness check that waits longer than the kubelet's probe timeout (1 s by default) reads as
 # a failure anyway; waiting less frees the thread sooner when the pool is exhausted.

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Depends, Request
 
-from fastapi import APIRouter, Depends, Path, Request
-
-from .. import history, turns
-from ..audit import query_digest
-from ..auth import TokenKind
-from ..sessions import MAX_ID
-from .routes import AuthenticatedRoute, bearer
-from .service import Service, service
+from ..access.audit import query_digest
+from ..access.auth import TokenKind
+from ..search import history, turns
+from .deps import AuthenticatedRoute, Id, Svc, bearer
 
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)], tags=["history"])
-Id = Annotated[int, Path(ge=1, le=MAX_ID)]
-Svc = Annotated[Service, Depends(service)]
 
 
 @router.post("/v1/turns", status_code=201, summary="Register a turn: agent, destination, requester, loaded window")

@@ -6,44 +6,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from fastapi.concurrency import run_in_threadpool
-from fastapi.routing import APIRoute
-from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .. import ingest, links, maintenance, memories, sessions
 from .. import status as search_status
-from ..auth import TokenKind
+from ..access.auth import TokenKind
 from ..errors import BadRequest
-from ..sessions import MAX_ID
-from .service import Service, service
+from ..ingest import links, memories
+from ..ingest import writes as ingest
+from ..search import maintenance, sessions
+from .deps import AuthenticatedRoute, Id, Svc, bearer
+from .service import Service
 
 
-class AuthenticatedRoute(APIRoute):
-    """A route that authenticates the caller before FastAPI reads the body or validates parameters.
-
-    Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
-    schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
-    token. Service.session authenticates again inside the request's own transaction.
-    """
-
-    def get_route_handler(self):
-        handle = super().get_route_handler()
-
-        async def authenticated(request: Request) -> Response:
-            await run_in_threadpool(service(request).authenticate, request)
-            return await handle(request)
-
-        return authenticated
-
-
-# Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute and Service.session.
-bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)])
 
 AGENT_SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # as agents.slug is constrained
-Id = Annotated[int, Path(ge=1, le=MAX_ID)]
-Svc = Annotated[Service, Depends(service)]
 
 
 def _check_body_size(svc: Service, *texts: str | None) -> None:

@@ -9,13 +9,13 @@ import psycopg
 from fastapi import Request
 from psycopg_pool import ConnectionPool
 
-from ..auth import Principal, TokenKind, authenticate
+from ..access.auth import Principal, TokenKind, authenticate
+from ..access.keys import derive, root_key
 from ..config import Settings
-from ..cursor import CursorCodec
-from ..db import side_connections
-from ..hybrid import SideConnection
-from ..keys import derive, root_key
-from ..sessions import Limits
+from ..search.cursor import CursorCodec
+from ..search.hybrid import SideConnection
+from ..search.sessions import Limits
+from ..store.db import side_connections
 
 
 class Service:

@@ -13,10 +13,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from .. import sessions
-from ..api.routes import AuthenticatedRoute, Id, Svc, bearer
-from ..auth import TokenKind
+from ..access.auth import TokenKind
+from ..api.deps import AuthenticatedRoute, Id, Svc, bearer
 from ..errors import NotFound
+from ..search import sessions
 from . import transcript
 
 # No inline script, no eval, nothing from elsewhere: a title or message body that got past the

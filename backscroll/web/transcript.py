@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import psycopg
 
-from ..cursor import CursorCodec, fingerprint
-from ..sessions import MAX_ID, Scope
+from ..search.cursor import CursorCodec, fingerprint
+from ..search.sessions import Scope
+from ..vocabulary import MAX_ID
 
 PAGE_DEFAULT = 200
 PAGE_MAX = 500

@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 from starlette.routing import Route
 
-from backscroll.api import create_app
+from backscroll.app import create_app
 from backscroll.config import Settings
 
 # Every table a write can touch. api_tokens is left out: authenticating stamps last_used_at.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll.auth import digest, revoke_token
+from backscroll.access.auth import digest, revoke_token
 from tests.api.support import api_routes, assert_error, conversation_body, fill, snapshot
 from tests.world import bearer, client
 

@@ -1,6 +1,6 @@
 """The demo corpus (`backscroll demo`, `make run`): it loads once, and what it prints really works.
 
-The printed "what to try next" commands are rendered from `demo.examples`; these tests replay
+The printed "what to try next" commands are rendered from `examples`; these tests replay
 the same list against the API, so a printed command that finds nothing fails here.
 """
 
@@ -12,9 +12,14 @@ import stat
 import psycopg
 import pytest
 
-from backscroll import demo
+from backscroll.demo.corpus import build_corpus
+from backscroll.demo.data import GH_SLACK, WORKSPACES
+from backscroll.demo.guide import (Example, INGEST_CONVERSATION, INGEST_MESSAGE, INGEST_QUERY, curl, examples,
+                                   what_to_try)
+from backscroll.demo.loader import TOKENS, create_demo_tokens, load_demo, write_tokens_env
+from backscroll.demo.runner import tokens_path
 from backscroll.config import Settings
-from backscroll.db import connect
+from backscroll.store.db import connect
 from tests.conftest import TEMPLATE
 from tests.world import bearer, client
 
@@ -34,7 +39,7 @@ def loaded(pg_url, template_url):
         admin.execute(f"create database {name} template {TEMPLATE} strategy file_copy")
     url = psycopg.conninfo.make_conninfo(pg_url, dbname=name)
     conn = connect(url, autocommit=True)
-    info = demo.load_demo(conn)
+    info = load_demo(conn)
     yield conn, info, url
     conn.close()
     with psycopg.connect(pg_url, autocommit=True) as admin:
@@ -42,7 +47,7 @@ def loaded(pg_url, template_url):
 
 
 def test_corpus_is_deterministic_and_sized_for_a_demo():
-    first, second = demo.build_corpus(), demo.build_corpus()
+    first, second = build_corpus(), build_corpus()
     assert [(ws, line.model_dump(exclude={"created_at"}, mode="json")["title"]) for ws, line in first] == \
            [(ws, line.model_dump(exclude={"created_at"}, mode="json")["title"]) for ws, line in second]
     bodies = lambda corpus: [m.body for _, line in corpus for m in line.messages]  # noqa: E731
@@ -50,7 +55,7 @@ def test_corpus_is_deterministic_and_sized_for_a_demo():
     assert 300 <= len(first) <= 700
     assert 2000 <= len(bodies(first)) <= 6000
     assert len({line.external_id for _, line in first}) == len(first)
-    assert {ws for ws, _ in first} == set(demo.WORKSPACES)
+    assert {ws for ws, _ in first} == set(WORKSPACES)
 
 
 def test_load_is_idempotent(loaded):
@@ -60,13 +65,13 @@ def test_load_is_idempotent(loaded):
     assert info.conversations >= 300 and info.messages >= 2000
     before = counts(conn)
 
-    again = demo.load_demo(conn)  # a second `make run`: the corpus is found and reused
+    again = load_demo(conn)  # a second `make run`: the corpus is found and reused
     assert not again.loaded
     assert (again.conversations_created, again.messages_created) == (0, 0)
     assert again.ids == info.ids
     assert counts(conn) == before
 
-    forced = demo.load_demo(conn, force=True)  # the real ingest path again: upserts create nothing
+    forced = load_demo(conn, force=True)  # the real ingest path again: upserts create nothing
     assert forced.loaded
     assert (forced.conversations_created, forced.messages_created) == (0, 0)
     assert counts(conn) == before
@@ -77,7 +82,7 @@ def test_corpus_shape(loaded):
     # Two different people named "Sam Taylor" on the hotel's Slack.
     sams = conn.execute("select external_id from actors where workspace_id = %s and namespace = %s "
                         "and display_name = 'Sam Taylor'",
-                        (info.workspaces["grand-hotel"], demo.GH_SLACK)).fetchall()
+                        (info.workspaces["grand-hotel"], GH_SLACK)).fetchall()
     assert len(sams) == 2
     kinds = {r["k"]: r["n"] for r in conn.execute(
         "select audience_kind::text || ':' || least(cardinality(audience_readers), 2) as k, count(*) as n "
@@ -100,25 +105,25 @@ def test_corpus_shape(loaded):
 
 def test_demo_tokens_replace_the_previous_ones(loaded, tmp_path):
     conn, _, url = loaded
-    old = demo.create_demo_tokens(conn)
-    new = demo.create_demo_tokens(conn)
-    assert set(old) == set(new) == {t.env for t in demo.TOKENS}
+    old = create_demo_tokens(conn)
+    new = create_demo_tokens(conn)
+    assert set(old) == set(new) == {t.env for t in TOKENS}
     active = conn.execute("select count(*) as n from api_tokens where name like 'demo-%%' and revoked_at is null"
                           ).fetchone()["n"]
-    assert active == len(demo.TOKENS)
+    assert active == len(TOKENS)
     with client(url) as http:
         assert http.get("/v1/whoami", headers=bearer(old["BACKSCROLL_READER_TOKEN"])).status_code == 401
         me = http.get("/v1/whoami", headers=bearer(new["BACKSCROLL_READER_TOKEN"])).json()
         assert me["kind"] == "reader" and len(me["agent_ids"]) == 1  # narrowed to the concierge
 
-    path = demo.write_tokens_env(tmp_path / "demo-tokens.env", "http://127.0.0.1:8080", new)
+    path = write_tokens_env(tmp_path / "demo-tokens.env", "http://127.0.0.1:8080", new)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     text = path.read_text()
     assert f"export BACKSCROLL_READER_TOKEN={new['BACKSCROLL_READER_TOKEN']}" in text
     assert "export BACKSCROLL_API_URL=http://127.0.0.1:8080" in text
 
 
-def _check(http, tokens, info, ex: demo.Example):
+def _check(http, tokens, info, ex: Example):
     r = http.get(ex.path, params=list(ex.params), headers=bearer(tokens[ex.token]))
     label = f"{ex.what!r} ({ex.path} {ex.params})"
     if ex.expect == "missing":
@@ -156,18 +161,18 @@ def _check(http, tokens, info, ex: demo.Example):
 
 def test_printed_examples_work(loaded):
     conn, info, url = loaded
-    tokens = demo.create_demo_tokens(conn)
-    printed = demo.what_to_try(info, "http://127.0.0.1:8080", tokens, demo.tokens_path(Settings(database_url=url)))
+    tokens = create_demo_tokens(conn)
+    printed = what_to_try(info, "http://127.0.0.1:8080", tokens, tokens_path(Settings(database_url=url)))
     with client(url) as http:
-        for ex in demo.examples(info):
-            assert demo.curl(ex) in printed
+        for ex in examples(info):
+            assert curl(ex) in printed
             _check(http, tokens, info, ex)
 
 
 def test_what_the_examples_show(loaded):
     """The examples' claims, checked where a weaker assertion would let a regression through."""
     conn, info, url = loaded
-    tokens = demo.create_demo_tokens(conn)
+    tokens = create_demo_tokens(conn)
     alice, bob = bearer(tokens["BACKSCROLL_READER_TOKEN"]), bearer(tokens["BACKSCROLL_READER_ALL_TOKEN"])
     with client(url) as http:
         def search(headers, **params):
@@ -211,18 +216,18 @@ def test_what_the_examples_show(loaded):
 
 def test_printed_ingest_example(loaded):
     conn, info, url = loaded
-    tokens = demo.create_demo_tokens(conn)
+    tokens = create_demo_tokens(conn)
     ingest_h = bearer(tokens["BACKSCROLL_INGEST_TOKEN"])
     with client(url) as http:
-        before = http.get("/v1/agent-sessions", params={"q": demo.INGEST_QUERY},
+        before = http.get("/v1/agent-sessions", params={"q": INGEST_QUERY},
                           headers=bearer(tokens["BACKSCROLL_READER_TOKEN"])).json()
         assert before["sessions"] == []
-        r = http.post("/v1/conversations", json=demo.INGEST_CONVERSATION, headers=ingest_h)
+        r = http.post("/v1/conversations", json=INGEST_CONVERSATION, headers=ingest_h)
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
-        r = http.post(f"/v1/conversations/{cid}/messages", json=demo.INGEST_MESSAGE, headers=ingest_h)
+        r = http.post(f"/v1/conversations/{cid}/messages", json=INGEST_MESSAGE, headers=ingest_h)
         assert r.status_code == 201, r.text
-        found = http.get("/v1/agent-sessions", params={"q": demo.INGEST_QUERY},
+        found = http.get("/v1/agent-sessions", params={"q": INGEST_QUERY},
                          headers=bearer(tokens["BACKSCROLL_READER_TOKEN"])).json()
         assert [s["id"] for s in found["sessions"]] == [cid]
         assert found["sessions"][0]["match"]["excerpt"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from backscroll.audit import normalize
-from backscroll.keys import derive
+from backscroll.access.audit import normalize
+from backscroll.access.keys import derive
 from tests.api.support import assert_error, snapshot
 from tests.world import bearer, client
 

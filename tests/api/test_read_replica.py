@@ -13,7 +13,7 @@ import os
 import psycopg
 import pytest
 
-from backscroll.vectors import register_model
+from backscroll.embeddings.vectors import register_model
 from tests.conftest import TEMPLATE, _with_db
 from tests.semantic.fakes import FakeEmbeddings
 from tests.world import World, bearer, client, open_world

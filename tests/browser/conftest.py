@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from backscroll.api import create_app
+from backscroll.app import create_app
 from backscroll.config import Settings
 
 CHROMIUM = os.environ.get("BACKSCROLL_CHROMIUM", "/usr/bin/chromium")

@@ -137,8 +137,8 @@ def test_transcript_is_the_readers_own_conversations_in_order_and_pages(db_url, 
 
 def test_transcript_query_narrows_by_itself(world):
     """The endpoint checks visibility first; the messages query must not depend on that check."""
-    from backscroll.cursor import CursorCodec
-    from backscroll.sessions import Scope
+    from backscroll.search.cursor import CursorCodec
+    from backscroll.search.sessions import Scope
     from backscroll.web import transcript
 
     dm = world.conversation("acme", "sre", "bob-dm", "Bob's DM", creator="bob")

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from backscroll.auth import digest, revoke_token
+from backscroll.access.auth import digest, revoke_token
 from tests.browser.support import item_ids, scroll_sidebar_to_end, search, settled, sign_in
 
 

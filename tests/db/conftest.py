@@ -8,10 +8,10 @@ import os
 import psycopg
 import pytest
 
-from backscroll.auth import Principal, authenticate
+from backscroll.access.auth import Principal, authenticate
 from backscroll.config import get_settings
-from backscroll.cursor import CursorCodec
-from backscroll.sessions import Limits
+from backscroll.search.cursor import CursorCodec
+from backscroll.search.sessions import Limits
 from tests.world import World
 
 _empty = itertools.count()

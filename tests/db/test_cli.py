@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backscroll import cli
 from backscroll.config import get_settings
-from backscroll.db import connect
+from backscroll.store.db import connect
 
 
 def test_workspaces_create_and_list(cli_env, capsys):

@@ -16,8 +16,9 @@ import shutil
 
 import pytest
 
-from backscroll import history, importer, ingest, turns
-from backscroll.migrate import migrate, migrations_root
+from backscroll.search import history, turns
+from backscroll.ingest import importer, writes as ingest
+from backscroll.store.migrate import migrate, migrations_root
 from tests.world import open_world
 
 KINDS = ["public", "workspace", "members", "external"]
@@ -132,7 +133,7 @@ def test_external_rows_stored_before_0018_stay_sealed_on_upgrade(empty_db_url, t
     w.conn.execute("insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace,"
                    " audience_readers) values (%s, 'user', 'globex pricing', 'finished', 'external', 'slack:acme',"
                    " '{}')", (convs[0],))
-    with caplog.at_level(logging.WARNING, logger="backscroll.migrate"):
+    with caplog.at_level(logging.WARNING, logger="backscroll.store.migrate"):
         applied = [m.version for m in migrate(empty_db_url)]
     assert 18 in applied
     assert "sealed to their own conversation until their readers are set: 2 conversation(s), 1 message(s)" in caplog.text

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from backscroll import history, turns
+from backscroll.search import history, turns
 from backscroll.errors import NotFound
 from tests.world import World
 
@@ -258,7 +258,7 @@ def test_identity_link_lets_a_dm_follow_the_same_person_until_revoked(town):
     # The link is Alice's alone: Bob's DM still sees nothing of hers.
     bob = ask(town, town.dm_bob, "U_B", "Acme migration decision")
     assert_not_disclosed(bob, town.msgs["alice_decision"], "Alice's DM into Bob's DM through her link")
-    from backscroll import links
+    from backscroll.ingest import links
     links.revoke(w.conn, w.workspace(WS), link)
     verdict = turns.recheck(w.conn, w.workspace(WS), None, linked["turn_id"])
     assert verdict == {**verdict, "deliverable": False, "reason": "audience"}

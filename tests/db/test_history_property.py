@@ -104,7 +104,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from backscroll import history, ingest, links, turns
+from backscroll.search import history, turns
+from backscroll.ingest import writes as ingest, links
 from tests.ranking_reference import bm25_reference
 
 pytestmark = [pytest.mark.privacy, pytest.mark.lineage]

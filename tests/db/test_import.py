@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backscroll import cli, importer
-from backscroll.db import connect
+from backscroll import cli
+from backscroll.ingest import importer
+from backscroll.store.db import connect
 
 WS = "acme"
 

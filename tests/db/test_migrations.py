@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from backscroll.errors import MigrationError
-from backscroll.migrate import ADVISORY_LOCK_ID, load_migrations, migrate, migrations_root, schema_version
+from backscroll.store.migrate import ADVISORY_LOCK_ID, load_migrations, migrate, migrations_root, schema_version
 
 SQL_FILES = sorted(p.name for p in migrations_root().glob("*.sql"))
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from backscroll import history, maintenance, ranking, sessions
-from backscroll.ranking import Ranking
+from backscroll.search import history, maintenance, ranking, sessions
+from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
 from tests.ranking_reference import bm25_reference
 from tests.world import World, bearer, client
@@ -76,7 +76,7 @@ def search_history(w: World, query: str, rank: Ranking | None = None, limit: int
 
 def session_search(w: World, query: str, rank: Ranking | None = None) -> dict:
     scope = sessions.resolve_scope(w.conn, reader(w, WS, "priya"), None)
-    from backscroll.cursor import CursorCodec
+    from backscroll.search.cursor import CursorCodec
 
     return sessions.search(w.conn, scope, CursorCodec(b"k" * 32), query, None, 20, LIMITS, rank=rank)
 
@@ -309,7 +309,7 @@ def test_a_bulk_import_folds_its_statistics(cli_env, tmp_path):
     import json
 
     from backscroll import cli
-    from backscroll.db import connect
+    from backscroll.store.db import connect
 
     lines = [{"workspace": "acme", "agent": AGENT, "connector": {"type": "web", "name": "demo"},
               "external_id": f"bulk-{i}", "title": f"Bulk {i}", "audience": {"kind": "workspace"},

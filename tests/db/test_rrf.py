@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll import history, hybrid, sessions
+from backscroll.search import history, hybrid, sessions
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60(world):

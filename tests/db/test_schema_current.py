@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 
-from backscroll.schema import render
+from backscroll.store.schema import render
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "schema.sql"
 

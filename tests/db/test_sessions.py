@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from backscroll import ingest, sessions
-from backscroll.auth import Principal, TokenKind
-from backscroll.cursor import CursorCodec
+from backscroll.ingest import writes as ingest
+from backscroll.search import sessions
+from backscroll.access.auth import Principal, TokenKind
+from backscroll.search.cursor import CursorCodec
 from backscroll.errors import BadRequest, NotFound
 from tests.db.conftest import LIMITS, reader
 from tests.world import World, at
@@ -487,7 +488,7 @@ def test_content_hit_points_at_the_best_message(world, codec):
 
 
 def test_excerpt_highlights_cannot_be_forged(world, codec):
-    from backscroll.sessions import HL_START, HL_STOP
+    from backscroll.search.sessions import HL_START, HL_STOP
 
     c = world.conversation(WS, "concierge", "t1", "booking")
     world.message(WS, c, f"{HL_START}fake{HL_STOP} highlight next to the rose")
@@ -705,7 +706,7 @@ def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
 
 
 def test_search_refuses_a_malformed_cursor_position(ranked, codec):
-    from backscroll.cursor import fingerprint
+    from backscroll.search.cursor import fingerprint
 
     w, _ = ranked
     scope = scope_of(w, reader(w, WS, "bob", agents=["concierge"]))

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from backscroll import cli
-from backscroll.auth import MAX_TOKEN_CHARS, TokenKind, authenticate, create_token, list_tokens, revoke_token
-from backscroll.db import connect
+from backscroll.access.auth import MAX_TOKEN_CHARS, TokenKind, authenticate, create_token, list_tokens, revoke_token
+from backscroll.store.db import connect
 from backscroll.errors import Forbidden, Unauthenticated
 
 WS = "acme"

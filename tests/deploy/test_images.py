@@ -94,13 +94,13 @@ def test_an_installed_package_finds_its_migrations(tmp_path):
     # `backscroll migrate` works in the image.
     site = tmp_path / "site"
     pkg = site / "backscroll"
-    pkg.mkdir(parents=True)
-    for name in ("__init__.py", "migrate.py", "errors.py"):
+    (pkg / "store").mkdir(parents=True)
+    for name in ("__init__.py", "errors.py", "store/__init__.py", "store/migrate.py"):
         (pkg / name).write_bytes((ROOT / "backscroll" / name).read_bytes())
     (pkg / "sql").mkdir()
     for sql in (ROOT / "sql").glob("*.sql"):
         (pkg / "sql" / sql.name).write_bytes(sql.read_bytes())
-    code = ("from backscroll.migrate import load_migrations, migrations_root; "
+    code = ("from backscroll.store.migrate import load_migrations, migrations_root; "
             "print(migrations_root(), len(load_migrations()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})

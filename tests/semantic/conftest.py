@@ -11,11 +11,11 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from backscroll import local_embeddings
+from backscroll.embeddings import local_embeddings
 from backscroll.config import Settings
-from backscroll.db import connect, session_kwargs, side_connections
-from backscroll.gateway import Gateway
-from backscroll.vectors import register_model
+from backscroll.store.db import connect, session_kwargs, side_connections
+from backscroll.embeddings.gateway import Gateway
+from backscroll.embeddings.vectors import register_model
 from tests.conftest import TEMPLATE
 from tests.semantic.fakes import FakeEmbeddings
 

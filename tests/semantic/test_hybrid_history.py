@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from backscroll import history, hybrid, local_embeddings
-from backscroll.local_embeddings import LocalEmbeddings
-from backscroll.vectors import literal, register_model
+from backscroll.search import history, hybrid
+from backscroll.embeddings import local_embeddings
+from backscroll.embeddings.local_embeddings import LocalEmbeddings
+from backscroll.embeddings.vectors import literal, register_model
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, side_taken
 from tests.world import World
 
@@ -257,7 +258,7 @@ def test_a_semantic_provider_outage_degrades_to_lexical_results_never_to_unfilte
 
 @privacy
 def test_a_closed_port_degrades_to_authorized_lexical_results(db_url, town, e5_model, gateway_factory):
-    from backscroll.local_embeddings import free_port
+    from backscroll.embeddings.local_embeddings import free_port
     from tests.semantic.conftest import settings_for
 
     settings = settings_for(db_url, embeddings_model=local_embeddings.MODEL,

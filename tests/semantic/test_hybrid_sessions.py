@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll import hybrid, local_embeddings, sessions
-from backscroll.auth import Principal, TokenKind
-from backscroll.cursor import CursorCodec
-from backscroll.backfill import run_backfill
-from backscroll.local_embeddings import LocalEmbeddings
+from backscroll.search import hybrid, sessions
+from backscroll.embeddings import local_embeddings
+from backscroll.access.auth import Principal, TokenKind
+from backscroll.search.cursor import CursorCodec
+from backscroll.embeddings.backfill import run_backfill
+from backscroll.embeddings.local_embeddings import LocalEmbeddings
 from tests.semantic.conftest import e5_settings, side_taken
 from tests.semantic.test_hybrid_history import _other_model_rows, embed_missing
 from tests.world import World, bearer, client

@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 import time
 
-from backscroll import local_embeddings, status
-from backscroll.backfill import run_backfill
-from backscroll.vectors import register_model
-from backscroll.worker import Worker
+from backscroll.embeddings import local_embeddings
+from backscroll import status
+from backscroll.embeddings.backfill import run_backfill
+from backscroll.embeddings.vectors import register_model
+from backscroll.embeddings.worker import Worker
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings
 from tests.semantic.test_hybrid_sessions import PARAPHRASE, _ids, _search, office  # noqa: F401  (fixture)
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll import ingest, vectors
-from backscroll.gateway import GatewayError
-from backscroll.worker import Worker
+from backscroll.ingest import writes as ingest
+from backscroll.embeddings import vectors
+from backscroll.embeddings.gateway import GatewayError
+from backscroll.embeddings.worker import Worker
 from tests.semantic.conftest import fake_settings, settings_for
 
 WS = "acme"

@@ -3,8 +3,8 @@ per model, dimensions, coverage and the backfill's state."""
 
 from __future__ import annotations
 
-from backscroll.backfill import run_backfill
-from backscroll.migrate import load_migrations
+from backscroll.embeddings.backfill import run_backfill
+from backscroll.store.migrate import load_migrations
 from tests.semantic.conftest import FAKE_MODEL, fake_settings
 from tests.semantic.test_backfill import corpus, register
 from tests.semantic.test_gateway import _closed_port_url

@@ -10,9 +10,9 @@ import psycopg
 
 import pytest
 
-from backscroll import vectors
+from backscroll.embeddings import vectors
 from backscroll.config import get_settings
-from backscroll.vectors import DimensionMismatch, index_name, register_model
+from backscroll.embeddings.vectors import DimensionMismatch, index_name, register_model
 
 INDEX_DEF = "select indexdef from pg_indexes where tablename = 'message_embeddings' and indexname = %s"
 

@@ -13,8 +13,9 @@ from datetime import timedelta
 
 import pytest
 
-from backscroll.db import connect
-from backscroll.worker import Worker, document_text
+from backscroll.store.db import connect
+from backscroll.embeddings.worker import Worker
+from backscroll.embeddings.document import document_text
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, settings_for
 from tests.semantic.test_gateway import _closed_port_url
 
@@ -225,7 +226,7 @@ def test_workers_skip_each_others_jobs(db_url, world, fake, fake_model, gateway_
 
 
 def test_the_worker_refuses_an_unregistered_model_or_another_size(db_url, world, fake, gateway_factory):
-    from backscroll.vectors import DimensionMismatch, ModelNotRegistered, register_model
+    from backscroll.embeddings.vectors import DimensionMismatch, ModelNotRegistered, register_model
 
     settings = fake_settings(db_url, fake)
     with pytest.raises(ModelNotRegistered) as info:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from backscroll.cursor import MAX_CURSOR_CHARS, CursorCodec, fingerprint
+from backscroll.search.cursor import MAX_CURSOR_CHARS, CursorCodec, fingerprint
 from backscroll.errors import BadRequest
 
 KEY = b"cursor-key-0123456789abcdef012345"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from backscroll import hybrid
+from backscroll.search import hybrid
 
 
 def test_a_usable_vector_over_an_incomplete_perspective_reports_backfilling():

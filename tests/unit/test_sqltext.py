@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 
 import backscroll
-from backscroll.sqltext import LOOKS_LIKE_PLACEHOLDER, CompositionError, compose
+from backscroll.search.sqltext import LOOKS_LIKE_PLACEHOLDER, CompositionError, compose
 
 
 def test_a_composition_fills_each_placeholder_and_leaves_parameters_and_fields_alone():
@@ -83,7 +83,7 @@ def test_every_module_level_statement_is_composed():
                     left.append(f"{info.name}.{name}")
     assert not left, f"placeholders left in {left}"
     # The sweep reached the composed statements (it is not vacuous).
-    from backscroll import history, ranking, sessions
+    from backscroll.search import history, ranking, sessions
     assert seen > 100
     assert "websearch_to_tsquery" in sessions.SEARCH and "from content_candidates x" in sessions.SEARCH
     assert "from matches x" in history.SEARCH and "backscroll_sealed_allows" in history.VECTOR_SHAPES["hnsw"]
@@ -91,6 +91,6 @@ def test_every_module_level_statement_is_composed():
 
 
 def test_the_statements_built_at_call_time_are_composed():
-    from backscroll import ranking, sessions
+    from backscroll.search import ranking, sessions
     for text in (ranking.bm25_scores("matches"), sessions._exact_scan(sessions.SEMANTIC_OWN_ARM)):
         assert not LOOKS_LIKE_PLACEHOLDER.search(text)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from backscroll.errors import BadRequest
-from backscroll.sessions import HL_START, HL_STOP, Limits, clamp_limit, escape_like, parse_excerpt, validate_query
+from backscroll.search.sessions import HL_START, HL_STOP, Limits, clamp_limit, escape_like, parse_excerpt, validate_query
 
 LIMITS = Limits(default=20, maximum=100, query_max_chars=32, excerpt_words=24)
 

@@ -28,11 +28,11 @@ from typing import Callable, Generic, Sequence, TypeVar
 
 import psycopg
 
-from . import gateway as gateway_module
-from .config import Settings, setting
-from .gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
-from .status import coverage as coverage_ratio
-from .vectors import Model, ModelNotRegistered, get_model
+from ..config import Settings, setting
+from ..embeddings import gateway as gateway_module
+from ..embeddings.gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
+from ..embeddings.vectors import Model, ModelNotRegistered, get_model
+from ..embeddings.vectors import coverage as coverage_ratio
 
 RRF_K = 60
 VECTOR_K = 50  # nearest vectors a search reads for its vector list

@@ -26,12 +26,12 @@ from datetime import datetime
 import psycopg
 from tqdm import tqdm
 
+from ..config import Settings
+from ..errors import BackscrollError
+from ..store.db import connect
 from . import vectors
-from .config import Settings
-from .db import connect
-from .errors import BackscrollError
+from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for
-from .worker import document_text
 
 log = logging.getLogger(__name__)
 

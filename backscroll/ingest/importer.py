@@ -15,8 +15,8 @@ from typing import BinaryIO, Callable, TextIO
 import psycopg
 from pydantic import ValidationError
 
-from . import ingest
-from .errors import BackscrollError
+from ..errors import BackscrollError
+from . import writes as ingest
 
 
 @dataclass

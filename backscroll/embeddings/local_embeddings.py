@@ -18,8 +18,8 @@ import time
 
 import httpx
 
-from .config import Settings
-from .errors import BackscrollError
+from ..config import Settings
+from ..errors import BackscrollError
 
 log = logging.getLogger(__name__)
 

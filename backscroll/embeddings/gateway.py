@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 import httpx
 import psycopg
 
-from .config import Settings
-from .errors import BackscrollError
+from ..config import Settings
+from ..errors import BackscrollError
 
 log = logging.getLogger(__name__)
 
@@ -429,13 +429,13 @@ def gateway_for(settings: Settings) -> Gateway:
 
 def embed_documents(conn: psycopg.Connection, workspace_id: int | None, texts: Sequence[str],
                     purpose: str = "message", *, settings: Settings | None = None) -> list[list[float]]:
-    from .config import get_settings
+    from ..config import get_settings
 
     return gateway_for(settings or get_settings()).embed_documents(conn, workspace_id, texts, purpose)
 
 
 def embed_query(conn: psycopg.Connection, workspace_id: int | None, text: str, *,
                 settings: Settings | None = None) -> list[float]:
-    from .config import get_settings
+    from ..config import get_settings
 
     return gateway_for(settings or get_settings()).embed_query(conn, workspace_id, text)

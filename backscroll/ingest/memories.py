@@ -5,8 +5,9 @@ from __future__ import annotations
 import psycopg
 from pydantic import Field
 
-from .errors import BadRequest, NotFound
-from .ingest import Audience, Slug, Strict, Text, check_provenance
+from ..errors import BadRequest, NotFound
+from ..vocabulary import Slug, Text
+from .writes import Audience, Strict, check_provenance
 
 INSERT_MEMORY = """
 insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, audience_readers,

@@ -28,9 +28,9 @@ from typing import Sequence
 import psycopg
 from psycopg import sql
 
-from .config import Settings, setting
-from .errors import BackscrollError, Conflict
-from .migrate import ADVISORY_LOCK_ID
+from ..config import Settings, setting
+from ..errors import BackscrollError, Conflict
+from ..store.migrate import ADVISORY_LOCK_ID
 
 log = logging.getLogger(__name__)
 
@@ -183,3 +183,9 @@ def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = Non
 def literal(vector: Sequence[float]) -> str:
     """A vector in pgvector's text form, for a `%s::vector` parameter."""
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def coverage(embedded: int, total: int) -> float:
+    """The share of indexable messages that have a vector of a model (1 when there are none):
+    the admin report shows it and hybrid search applies it to a scope."""
+    return 1.0 if total == 0 else round(min(embedded / total, 1.0), 4)

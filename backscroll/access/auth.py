@@ -9,7 +9,7 @@ from enum import Enum
 
 import psycopg
 
-from .errors import Forbidden, Unauthenticated
+from ..errors import Forbidden, Unauthenticated
 
 
 class TokenKind(str, Enum):

@@ -13,25 +13,11 @@ from typing import Annotated
 import psycopg
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from .errors import BadRequest, Conflict, NotFound
+from ..errors import BadRequest, Conflict, NotFound
+from ..vocabulary import ExternalId, Slug, Text
 
 # Far-future timestamps would pin a conversation to the top of every recent list.
 MAX_CLOCK_SKEW = timedelta(hours=1)
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL (\\u0000) characters")
-    return value
-
-
-def _encodable(value: str) -> str:
-    # JSON can spell a lone UTF-16 surrogate ("\ud800"); PostgreSQL cannot store one.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"must be valid Unicode (lone surrogate at character {exc.start})") from None
-    return value
 
 
 def _not_future(value: datetime | None) -> datetime | None:
@@ -40,9 +26,6 @@ def _not_future(value: datetime | None) -> datetime | None:
     return value
 
 
-Text = Annotated[str, AfterValidator(_no_nul), AfterValidator(_encodable)]
-Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
-ExternalId = Annotated[Text, Field(min_length=1, max_length=256)]
 Timestamp = Annotated[AwareDatetime, AfterValidator(_not_future)]
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import BadRequest, Conflict, NotFound
+from ..errors import BadRequest, Conflict, NotFound
+from ..vocabulary import ExternalId, Text
 from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
-from .ingest import ExternalId, Text
 
 MAX_LOADED = 500        # the history window is capped at 500 messages
 MAX_INPUT_MESSAGES = 501

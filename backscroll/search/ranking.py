@@ -29,7 +29,7 @@ from datetime import datetime
 
 import psycopg
 
-from .config import Settings
+from ..config import Settings
 from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from .errors import MigrationError
+from ..errors import MigrationError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Migration:
 
 def migrations_root() -> Path:
     """The checkout's sql/ when running from source, else the copy shipped in the wheel."""
-    checkout = Path(__file__).resolve().parent.parent / "sql"
+    checkout = Path(__file__).resolve().parents[2] / "sql"
     if checkout.is_dir():
         return checkout
     # Through the regular package `backscroll`: `backscroll.sql` has no __init__.py, so

@@ -11,8 +11,8 @@ from __future__ import annotations
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import BadRequest, NotFound
-from .ingest import ExternalId, Text
+from ..errors import BadRequest, NotFound
+from ..vocabulary import ExternalId, Text
 
 
 class ActorKey(BaseModel):

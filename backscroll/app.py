@@ -10,15 +10,15 @@ from prometheus_client import Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__
-from ..config import Settings
-from ..db import make_pool
-from ..maintenance import Maintenance
-from ..web import routes as web_routes
-from . import errors
-from . import health, history_routes
-from .routes import router
-from .service import Service
+from . import __version__
+from .api import errors
+from .api import health, history_routes
+from .api.routes import router
+from .api.service import Service
+from .config import Settings
+from .search.maintenance import Maintenance
+from .store.db import make_pool
+from .web import routes as web_routes
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 

@@ -23,13 +23,13 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ..config import Settings, setting
+from ..embeddings.gateway import Gateway
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..errors import NotFound
+from ..vocabulary import Text
 from . import hybrid, ranking
-from .config import Settings, setting
-from .errors import NotFound
-from .gateway import Gateway
-from .ingest import Text
 from .sqltext import compose, with_ctes
-from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 
 LIMIT_DEFAULT = 8
 LIMIT_MAX = 20

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import unicodedata
 
-from .config import Settings
+from ..config import Settings
 from .keys import derive
 
 

@@ -17,7 +17,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .errors import BadRequest
+from ..errors import BadRequest
 
 VERSION = 1
 MAX_CURSOR_CHARS = 512

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from .errors import BadRequest, NotFound
+from ..errors import BadRequest, NotFound
 
 log = logging.getLogger("backscroll.maintenance")
 

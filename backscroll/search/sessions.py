@@ -14,17 +14,15 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
+from ..access.auth import Principal
+from ..config import Settings
+from ..embeddings.gateway import Gateway
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..errors import BadRequest, NotFound
+from ..vocabulary import MAX_ID
 from . import hybrid, ranking
-from .auth import Principal
-from .config import Settings
 from .cursor import CursorCodec, fingerprint
-from .errors import BadRequest, NotFound
-from .gateway import Gateway
 from .sqltext import compose, with_ctes
-from .vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
-
-# The first page starts "before" the largest position a keyset can hold.
-MAX_ID = 9_223_372_036_854_775_807
 
 # Private-use characters mark highlights inside ts_headline output; they are removed from
 # the body first, so a message cannot forge a highlight.

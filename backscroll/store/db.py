@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .config import Settings
+from ..config import Settings
 
 log = logging.getLogger(__name__)
 

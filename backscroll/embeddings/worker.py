@@ -22,13 +22,14 @@ import threading
 import time
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Mapping
 
 import psycopg
 
+from ..config import Settings
+from ..store.db import connect
 from . import vectors
-from .config import Settings
-from .db import connect
+from .backfill import BackfillRunning, lock_held, run_backfill
+from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for
 
 log = logging.getLogger(__name__)
@@ -77,14 +78,6 @@ select count(*) filter (where parked_at is null) as pending,
        count(*) filter (where parked_at is not null) as parked
   from embedding_outbox
 """
-
-
-def document_text(row: Mapping, max_chars: int = 2000) -> str:
-    """What is embedded for a message: its speaker's name (when the workspace puts names in
-    documents), then the start of its body. People ask what a person said, and a person's own
-    messages rarely contain their name. (The row also carries the role and the title.)"""
-    speaker = (row.get("speaker") or "").strip()
-    return (f"{speaker}: {row['body']}" if speaker else row["body"])[:max_chars]
 
 
 @dataclass
@@ -145,8 +138,6 @@ class Worker:
         if now < self._backfill_due:
             return None
         self._backfill_due = now + self.settings.worker_backfill_check_s
-        from .backfill import BackfillRunning, lock_held, run_backfill  # backfill imports this module
-
         row = self.ledger.execute(BACKFILL_STATE, {"model": self.model.model}).fetchone()
         if row is None or row["state"] not in OWED or lock_held(self.ledger, self.model.model):
             return None

@@ -7,7 +7,7 @@ import hmac
 
 import psycopg
 
-from .config import Settings
+from ..config import Settings
 
 SELECT_INSTALLATION_KEY = "select key from backscroll_installation"
 

@@ -1,0 +1,38 @@
+"""The request plumbing every router shares (the API's and the sidebar's): the authenticating
+route class, the bearer scheme, the id path parameter and the service dependency."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
+
+from ..vocabulary import MAX_ID
+from .service import Service, service
+
+
+class AuthenticatedRoute(APIRoute):
+    """A route that authenticates the caller before FastAPI reads the body or validates parameters.
+
+    Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
+    schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
+    token. Service.session authenticates again inside the request's own transaction.
+    """
+
+    def get_route_handler(self):
+        handle = super().get_route_handler()
+
+        async def authenticated(request: Request) -> Response:
+            await run_in_threadpool(service(request).authenticate, request)
+            return await handle(request)
+
+        return authenticated
+
+
+# Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute and Service.session.
+bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+Svc = Annotated[Service, Depends(service)]

@@ -1,0 +1,32 @@
+"""Words every layer shares: the text a message may hold, the ids and slugs callers send, the
+largest id a keyset can hold. Pure types, no behaviour: writes, links, turns, search and the
+API's path parameters all validate against these."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+# The first page starts "before" the largest position a keyset can hold.
+MAX_ID = 9_223_372_036_854_775_807
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+def _encodable(value: str) -> str:
+    # JSON can spell a lone UTF-16 surrogate ("\ud800"); PostgreSQL cannot store one.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"must be valid Unicode (lone surrogate at character {exc.start})") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul), AfterValidator(_encodable)]
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+ExternalId = Annotated[Text, Field(min_length=1, max_length=256)]

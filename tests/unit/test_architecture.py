@@ -1,0 +1,48 @@
+"""The architecture the tree shows, kept by import-linter: the layers contract in pyproject.toml
+(`[tool.importlinter]`) lets a package import only from the layers below it, and siblings in one
+layer not from each other, so there is no import cycle between packages."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sysconfig
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    command = Path(sysconfig.get_path("scripts")) / "lint-imports"
+    env = None
+    if pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return subprocess.run([str(command), "--no-cache", "--no-logo"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_layers_contract_is_kept():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_it(tmp_path):
+    """The contract bites: the store importing the search (a copy of the tree) is reported."""
+    shutil.copytree(ROOT / "backscroll", tmp_path / "backscroll", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    db = tmp_path / "backscroll" / "store" / "db.py"
+    db.write_text(db.read_text() + "\nfrom ..search import sessions  # noqa: E402,F401\n")
+    result = lint_imports(tmp_path, pythonpath=tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "backscroll.store.db -> backscroll.search.sessions" in result.stdout, result.stdout
+
+
+def test_every_package_of_the_tree_is_declared():
+    """setuptools' explicit `packages` list is what a wheel ships: a package folder missing from
+    it would import from a checkout and be absent from the image."""
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tree = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "backscroll").rglob("__init__.py")}
+    assert tree <= declared, sorted(tree - declared)
