@@ -18,7 +18,9 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	@# -qq: errors still show; setuptools' note that every editable install of a package-dir
+	@# mapping (sql/ ships as backscroll.sql) prints does not
+	$(BIN)/pip install -qq -e '.[test]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install Backscroll with its test dependencies

@@ -41,7 +41,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import corpus  # noqa: E402  (beside this file)
 from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # noqa: E402
 from backscroll.store import db  # noqa: E402
-from backscroll.search import history, maintenance, turns  # noqa: E402
+from backscroll.search import history, history_sql, maintenance, turns  # noqa: E402
 from backscroll.store.db import start_embedded  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
 from backscroll.search.sqltext import compose  # noqa: E402
@@ -204,7 +204,7 @@ class Variant:
 def variants(which: set[str]) -> list[Variant]:
     """The rows to time. Structure rows patch the current history.py; the baseline is the
     previous SEARCH, checked against the product's results on every round."""
-    search, neighbours = history.SEARCH, history.NEIGHBOURS_SQL
+    search, neighbours = history_sql.SEARCH, history_sql.NEIGHBOURS_SQL
     rows: list[tuple[str, str, str, Callable[[], dict[str, Any]]]] = [
         ("product", "product: every predicate, lineage included", "product", lambda: {}),
         ("no_lineage", "product without the lineage walk", "structure",

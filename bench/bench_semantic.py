@@ -230,7 +230,7 @@ def recall_sessions(conn, scope: sessions.Scope, model: Model, server: Synthetic
 
 def recall_history(conn, turn: history.Turn, model: Model, server: SyntheticEmbeddings, queries: list[str],
                    settings: Settings, shape: str = "hnsw") -> tuple[float, float, float]:
-    """Recall@10 of the list `shape` makes (history.VECTOR_SHAPES) against the exact list."""
+    """Recall@10 of the list `shape` makes (history_sql.VECTOR_SHAPES) against the exact list."""
     params = history_params(turn)
     recalls, ms_h, ms_e = [], [], []
     for q in queries:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import corpus  # noqa: E402  (beside this file)
 from backscroll.store import db  # noqa: E402
-from backscroll.search import sessions  # noqa: E402
+from backscroll.search import sessions, sessions_sql  # noqa: E402
 from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
@@ -103,7 +103,7 @@ select * from best order by score desc, conversation_id desc limit %(fetch)s
 """
 
 OFFSET_RECENT = (
-    "select" + sessions.SESSION_COLUMNS + "  from conversations c" + sessions.SESSION_JOINS
+    "select" + sessions_sql.SESSION_COLUMNS + "  from conversations c" + sessions_sql.SESSION_JOINS
     + f" where {NARROWING}\n order by c.last_active_at desc, c.id desc\n offset %(offset)s limit %(fetch)s"
 )
 
@@ -138,15 +138,15 @@ select (select count(*) from vis) as conversations,
 #    else. The planner then sees a common word's selectivity and filters agent_id on the heap
 #    instead of keeping it in the GIN index condition (~50% more heap pages, slower).
 
-PROTOTYPE_A = sessions.SEARCH.replace(f"(select {sessions.TSQUERY})", sessions.TSQUERY)
-assert PROTOTYPE_A != sessions.SEARCH, "the product's SEARCH no longer has the InitPlan this ablation removes"
+PROTOTYPE_A = sessions_sql.SEARCH.replace(f"(select {sessions_sql.TSQUERY})", sessions_sql.TSQUERY)
+assert PROTOTYPE_A != sessions_sql.SEARCH, "the product's SEARCH no longer has the InitPlan this ablation removes"
 
 
 class _Swapping:
     """A connection that runs `statement` (with `extra` parameters) in place of `replaces`."""
 
     def __init__(self, conn: psycopg.Connection, statement: str, extra: dict | None = None,
-                 replaces: str = sessions.SEARCH):
+                 replaces: str = sessions_sql.SEARCH):
         self._conn, self._statement, self._extra, self._replaces = conn, statement, extra or {}, replaces
 
     def execute(self, query, params=None, *args, **kwargs):

@@ -14,6 +14,7 @@ from ..errors import BadRequest
 from ..ingest import links, memories
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
+from ..search.limits import clamp_limit
 from .deps import AuthenticatedRoute, Id, Svc, bearer
 from .service import Service
 
@@ -41,7 +42,7 @@ def list_sessions(
     limit: Annotated[int | None, Query(description="Page size; clamped to 1..100")] = None,
 ):
     query = sessions.validate_query(q, svc.limits)
-    size = sessions.clamp_limit(limit, svc.limits)
+    size = clamp_limit(limit, svc.limits.default, svc.limits.maximum)
     with svc.read_session(request, TokenKind.reader) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, agent)
         if query is None:

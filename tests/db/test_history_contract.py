@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from backscroll.search import history, turns
+from backscroll.search import history, history_sql, turns
 from backscroll.errors import NotFound
 from tests.world import World
 
@@ -324,7 +324,7 @@ def test_a_search_that_finds_nothing_still_writes_its_audit_row(town):
 def test_a_failed_audit_write_fails_the_search(town, monkeypatch):
     answering = town.w.message(WS, town.dm_bob, "offsite?", speaker="U_B", minute=100)
     turn = town.w.turn(WS, AGENT, town.dm_bob, requester="U_B", answering=answering)
-    monkeypatch.setattr(history, "INSERT_AUDIT", history.INSERT_AUDIT.replace("search_audit", "search_audit_missing"))
+    monkeypatch.setattr(history, "INSERT_AUDIT", history_sql.INSERT_AUDIT.replace("search_audit", "search_audit_missing"))
     request = history.SearchRequest(turn_id=turn, query="offsite venue")
     with pytest.raises(Exception):
         with town.w.conn.transaction():

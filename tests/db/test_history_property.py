@@ -105,6 +105,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from backscroll.search import history, turns
+from backscroll.search.limits import clamp_limit
 from backscroll.ingest import writes as ingest, links
 from tests.ranking_reference import bm25_reference
 
@@ -961,7 +962,7 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
     assert len(hits) == len(set(hits))
 
     # (b) Completeness: as many hits as the limit allows, and nothing better left out.
-    requested = history.clamp_limit(limit)
+    requested = clamp_limit(limit, history.LIMIT_DEFAULT, history.LIMIT_MAX)
     remaining = history.EVIDENCE_CAP - used
     if remaining <= 0:
         event("budget exhausted before the search")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll.search import history, hybrid, sessions
+from backscroll.search import history_sql, hybrid, sessions_sql
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60(world):
@@ -18,8 +18,8 @@ def test_rrf_sums_reciprocal_ranks_with_k_60(world):
 
 
 def test_both_searches_fuse_with_that_formula():
-    assert hybrid.rrf_sql("b.rank", "v.rank") in sessions.SEARCH_FUSION
-    assert hybrid.rrf_sql("l.lexical_rank_all", "w.vector_pos") in history.SEARCH_RANKING
-    assert hybrid.rrf_sql("f.lexical_rank", "f.vector_rank") in history.SEARCH_RANKING
-    for statement in (sessions.SEARCH, sessions.SEARCH_LISTED, history.SEARCH, history.SEARCH_LISTED):
+    assert hybrid.rrf_sql("b.rank", "v.rank") in sessions_sql.SEARCH_FUSION
+    assert hybrid.rrf_sql("l.lexical_rank_all", "w.vector_pos") in history_sql.SEARCH_RANKING
+    assert hybrid.rrf_sql("f.lexical_rank", "f.vector_rank") in history_sql.SEARCH_RANKING
+    for statement in (sessions_sql.SEARCH, sessions_sql.SEARCH_LISTED, history_sql.SEARCH, history_sql.SEARCH_LISTED):
         assert statement.count("1.0 / (%(rrf_k)s + ") == statement.count(hybrid.rrf_sql("x").split(" + x")[0])

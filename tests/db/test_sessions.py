@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from backscroll.ingest import writes as ingest
-from backscroll.search import sessions
+from backscroll.search import sessions, sessions_sql
 from backscroll.access.auth import Principal, TokenKind
 from backscroll.search.cursor import CursorCodec
 from backscroll.errors import BadRequest, NotFound
@@ -700,7 +700,7 @@ def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
             return w.conn.execute(query, params, **kwargs)
 
     sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS)
-    [(query, params)] = [s for s in statements if s[0] is sessions.SEARCH]
+    [(query, params)] = [s for s in statements if s[0] is sessions_sql.SEARCH]
     plan = "\n".join(r["QUERY PLAN"] for r in w.conn.execute("explain " + query, params).fetchall())
     assert "message_search" not in plan
 

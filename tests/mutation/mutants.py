@@ -1,6 +1,6 @@
 """The mutants: each weakens one narrowing predicate to `true`.
 
-A mutant names the SQL constant it edits in backscroll/search/sessions.py, the exact text it
+A mutant names the SQL constant it edits in backscroll/search/sessions_sql.py, the exact text it
 replaces there (which must occur exactly once inside that constant, so a refactor cannot make
 a mutant silently vanish), and what it becomes. Every mutant must make the test suite fail,
 and the runner prints which tests caught it.
@@ -20,7 +20,7 @@ class Mutant:
     new: str
 
 
-SESSIONS = "backscroll/search/sessions.py"
+SESSIONS = "backscroll/search/sessions_sql.py"
 
 MUTANTS = [
     Mutant("scope: every agent of the workspace", SESSIONS, "RESOLVE_SCOPE",

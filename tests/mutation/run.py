@@ -28,17 +28,17 @@ SUITES = ["tests/db", "tests/api", "tests/semantic"]
 # every suite for every mutant would take most of it). A mutant the narrower suites miss
 # fails the check, so narrowing can only make the check stricter, never quietly weaker.
 SUITES_FOR = {
-    "backscroll/search/sessions.py": ["tests/db/test_sessions.py", "tests/api/test_sessions_api.py",
+    "backscroll/search/sessions_sql.py": ["tests/db/test_sessions.py", "tests/api/test_sessions_api.py",
                                "tests/api/test_bad_input.py", "tests/api/test_demo.py",
                                "tests/semantic/test_hybrid_sessions.py"],
-    "backscroll/search/history.py": ["tests/db/test_history_contract.py", "tests/db/test_history_property.py",
+    "backscroll/search/history_sql.py": ["tests/db/test_history_contract.py", "tests/db/test_history_property.py",
                               "tests/db/test_fail_closed.py",
                               "tests/api/test_history_api.py", "tests/api/test_external_audiences.py",
                               "tests/semantic/test_hybrid_history.py"],
 }
-SUITES_FOR["backscroll/search/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/search/history.py"]
+SUITES_FOR["backscroll/search/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/search/history_sql.py"]
 for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql", "sql/0018_fail_closed.sql"):
-    SUITES_FOR[_sql] = SUITES_FOR["backscroll/search/history.py"]
+    SUITES_FOR[_sql] = SUITES_FOR["backscroll/search/history_sql.py"]
 SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py", "tests/api/test_read_replica.py"]
 
 

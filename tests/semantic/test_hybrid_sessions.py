@@ -2,8 +2,8 @@
 (matched "semantic", with its message and an excerpt), under exactly the narrowing of the lexical
 search; an outage degrades to lexical results, never to unnarrowed ones.
 
-The vector list (sessions.VECTOR_CANDIDATES) and the fused statement's re-check (`semantic_hits`
-in sessions.SEARCH) each carry the narrowing; tests/mutation/mutants.py weakens every copy, and
+The vector lists (sessions_sql.SEMANTIC_EXACT and SEMANTIC_HNSW) and the fused statement's re-check (`semantic_hits`
+in sessions_sql.SEARCH) each carry the narrowing; tests/mutation/mutants.py weakens every copy, and
 the privacy tests below must fail for each.
 """
 

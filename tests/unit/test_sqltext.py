@@ -83,14 +83,14 @@ def test_every_module_level_statement_is_composed():
                     left.append(f"{info.name}.{name}")
     assert not left, f"placeholders left in {left}"
     # The sweep reached the composed statements (it is not vacuous).
-    from backscroll.search import history, ranking, sessions
+    from backscroll.search import history_sql, ranking, sessions_sql
     assert seen > 100
-    assert "websearch_to_tsquery" in sessions.SEARCH and "from content_candidates x" in sessions.SEARCH
-    assert "from matches x" in history.SEARCH and "backscroll_sealed_allows" in history.VECTOR_SHAPES["hnsw"]
+    assert "websearch_to_tsquery" in sessions_sql.SEARCH and "from content_candidates x" in sessions_sql.SEARCH
+    assert "from matches x" in history_sql.SEARCH and "backscroll_sealed_allows" in history_sql.VECTOR_SHAPES["hnsw"]
     assert "search_doc_stats" in ranking.QUERY_STATS
 
 
 def test_the_statements_built_at_call_time_are_composed():
-    from backscroll.search import ranking, sessions
-    for text in (ranking.bm25_scores("matches"), sessions._exact_scan(sessions.SEMANTIC_OWN_ARM)):
+    from backscroll.search import ranking, sessions_sql
+    for text in (ranking.bm25_scores("matches"), sessions_sql._exact_scan(sessions_sql.SEMANTIC_OWN_ARM)):
         assert not LOOKS_LIKE_PLACEHOLDER.search(text)

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from backscroll.errors import BadRequest
-from backscroll.search.sessions import HL_START, HL_STOP, Limits, clamp_limit, escape_like, parse_excerpt, validate_query
+from backscroll.search.limits import clamp_limit
+from backscroll.search.sessions import HL_START, HL_STOP, Limits, escape_like, parse_excerpt, validate_query
 
 LIMITS = Limits(default=20, maximum=100, query_max_chars=32, excerpt_words=24)
 
@@ -96,12 +97,12 @@ def test_parse_excerpt_at_both_ends():
 
 
 def test_clamp_limit():
-    assert clamp_limit(None, LIMITS) == 20
-    assert clamp_limit(0, LIMITS) == 1
-    assert clamp_limit(-5, LIMITS) == 1
-    assert clamp_limit(7, LIMITS) == 7
-    assert clamp_limit(100, LIMITS) == 100
-    assert clamp_limit(10_000, LIMITS) == 100
+    assert clamp_limit(None, LIMITS.default, LIMITS.maximum) == 20
+    assert clamp_limit(0, LIMITS.default, LIMITS.maximum) == 1
+    assert clamp_limit(-5, LIMITS.default, LIMITS.maximum) == 1
+    assert clamp_limit(7, LIMITS.default, LIMITS.maximum) == 7
+    assert clamp_limit(100, LIMITS.default, LIMITS.maximum) == 100
+    assert clamp_limit(10_000, LIMITS.default, LIMITS.maximum) == 100
 
 
 def test_validate_query():
