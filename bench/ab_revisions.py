@@ -80,10 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", required=True, help="the baseline revision (any git revision)")
     ap.add_argument("--after", default=None, help="the revision under test (default: this checkout)")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each revision, alternating A B B A")
-    ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "ab", help="scratch: worktrees, data, results")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="scratch: worktrees, data, results (default bench/out/ab-BENCH)")
     ap.add_argument("--database-url", default=None, help="a PostgreSQL server instead of an embedded one")
+    ap.add_argument("--report-only", action="store_true",
+                    help="print the table of the runs already under --out (no benchmark is run)")
     ap.add_argument("bench", choices=sorted(PRODUCT_ONLY), help="which benchmark")
     args, extra = ap.parse_known_args(argv)
+    args.out = args.out or BENCH_DIR / "out" / f"ab-{args.bench}"
     args.out.mkdir(parents=True, exist_ok=True)
 
     trees: list[tuple[str, Path, str]] = []
@@ -91,10 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     for role, rev in (("before", args.before), ("after", args.after)):
         if rev is None:
             trees.append((role, ROOT, "this checkout"))
+        elif args.report_only:
+            trees.append((role, ROOT, rev))
         else:
             tree, sha = checkout(rev, args.out)
             scratch_trees.append(tree)
             trees.append((role, tree, sha))
+    if args.report_only:
+        runs = {"before": [], "after": []}
+        for role in runs:
+            for path in sorted(args.out.glob(f"{role}-*/results.json"),
+                               key=lambda p: int(p.parent.name.rsplit("-", 1)[1])):
+                results = json.loads(path.read_text())
+                results["_load"] = results.get("load_average", ["?", "?"])
+                runs[role].append(results)
+        print(report(args, trees, runs))
+        return 0
 
     if args.database_url:
         url = args.database_url
@@ -127,8 +143,8 @@ def report(args, trees, runs) -> str:
     lines.append(f"Machine: {os.cpu_count()} cores. Runs alternate A B B A; each cell is the median over the runs of "
                  "that revision of the run's p50 (p95).")
     lines.append("")
-    lines.append("Load average (1, 5, 15 min) at the start and end of each run: " + "; ".join(
-        f"{role} {r['_load'][0][0]:.2f} → {r['_load'][1][0]:.2f}" for role in ("before", "after") for r in runs[role]))
+    lines.append("Load average (1 / 5 / 15 min) at the start and end of each run: " + "; ".join(
+        f"{role} {r['_load'][0]} → {r['_load'][1]}" for role in ("before", "after") for r in runs[role]))
     lines.append("")
     lines.append("| case | before p50 ms | after p50 ms | after/before | before p95 ms | after p95 ms |")
     lines.append("|---|---:|---:|---:|---:|---:|")

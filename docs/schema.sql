@@ -248,6 +248,31 @@ begin
     return null;
 end $function$;
 
+-- backscroll_embedding_indexable_changed()
+CREATE OR REPLACE FUNCTION public.backscroll_embedding_indexable_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    perform 1 from messages where id = new.message_id for update;
+    insert into embedding_coverage_deltas (agent_id, model, embedded)
+    select new.agent_id, e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
+      from message_embeddings e
+     where e.message_id = new.message_id
+     group by e.model;
+    -- The job first, then the vectors (the worker's order).
+    if new.tsv <> ''::tsvector and exists (select 1 from embedding_models) then
+        insert into embedding_outbox (message_id) values (new.message_id)
+        on conflict (message_id) do update
+           set attempts = 0, next_attempt_at = now(), last_error = null, parked_at = null,
+               enqueued_at = now();
+    else
+        delete from embedding_outbox where message_id = new.message_id;
+    end if;
+    delete from message_embeddings where message_id = new.message_id;
+    return null;
+end $function$;
+
 -- backscroll_embedding_public_agent()
 CREATE OR REPLACE FUNCTION public.backscroll_embedding_public_agent()
  RETURNS trigger
@@ -260,33 +285,29 @@ begin
     return new;
 end $function$;
 
--- backscroll_embedding_text_changed()
-CREATE OR REPLACE FUNCTION public.backscroll_embedding_text_changed()
- RETURNS trigger
+-- backscroll_embedding_reembed(p_ids bigint[])
+CREATE OR REPLACE FUNCTION public.backscroll_embedding_reembed(p_ids bigint[])
+ RETURNS void
  LANGUAGE plpgsql
 AS $function$
 begin
-    if (old.tsv <> ''::tsvector) <> (new.tsv <> ''::tsvector) then
-        perform 1 from messages where id = new.message_id for update;
-        insert into embedding_coverage_deltas (agent_id, model, embedded)
-        select new.agent_id, e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
-          from message_embeddings e
-         where e.message_id = new.message_id
-         group by e.model;
-    end if;
-    -- The job first, then the vectors: the worker locks jobs before it writes vectors, and
+    -- The jobs first, then the vectors: the worker locks jobs before it writes vectors, and
     -- taking them in the same order here means the two never wait on each other in a circle.
-    if new.tsv <> ''::tsvector and exists (select 1 from embedding_models) then
-        insert into embedding_outbox (message_id) values (new.message_id)
+    if exists (select 1 from embedding_models) then
+        insert into embedding_outbox (message_id)
+        select s.message_id from message_search s
+         where s.message_id = any(p_ids) and s.tsv <> ''::tsvector
+         order by s.message_id
         on conflict (message_id) do update
            set attempts = 0, next_attempt_at = now(), last_error = null, parked_at = null,
                enqueued_at = now();
-    else
-        delete from embedding_outbox where message_id = new.message_id;
     end if;
-    -- Vectors of words the message no longer has would find it for the wrong reasons.
-    delete from message_embeddings where message_id = new.message_id;
-    return null;
+    delete from embedding_outbox o
+     where o.message_id = any(p_ids)
+       and not exists (select 1 from message_search s
+                        where s.message_id = o.message_id and s.tsv <> ''::tsvector
+                          and exists (select 1 from embedding_models));
+    delete from message_embeddings where message_id = any(p_ids);
 end $function$;
 
 -- backscroll_fold_search_stats(p_limit integer)
@@ -580,6 +601,43 @@ begin
     return null;
 end $function$;
 
+-- backscroll_reembed_message()
+CREATE OR REPLACE FUNCTION public.backscroll_reembed_message()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    perform backscroll_embedding_reembed(array[new.id]);
+    return null;
+end $function$;
+
+-- backscroll_reembed_speaker()
+CREATE OR REPLACE FUNCTION public.backscroll_reembed_speaker()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    perform backscroll_embedding_reembed(array(
+        select m.id from messages m
+          join conversations c on c.id = m.conversation_id
+          join workspaces w on w.id = c.workspace_id
+         where m.speaker_actor_id = new.id and w.speaker_names));
+    return null;
+end $function$;
+
+-- backscroll_reembed_workspace()
+CREATE OR REPLACE FUNCTION public.backscroll_reembed_workspace()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    perform backscroll_embedding_reembed(array(
+        select m.id from messages m
+          join conversations c on c.id = m.conversation_id
+         where c.workspace_id = new.id and m.speaker_actor_id is not null));
+    return null;
+end $function$;
+
 -- backscroll_reindex_speaker()
 CREATE OR REPLACE FUNCTION public.backscroll_reindex_speaker()
  RETURNS trigger
@@ -626,6 +684,7 @@ end $function$;
 
 -- Triggers
 
+CREATE TRIGGER actors_reembed_after_update AFTER UPDATE OF display_name ON actors FOR EACH ROW WHEN (old.display_name IS DISTINCT FROM new.display_name) EXECUTE FUNCTION backscroll_reembed_speaker();
 CREATE TRIGGER actors_reindex_after_update AFTER UPDATE OF display_name ON actors FOR EACH ROW WHEN (old.display_name IS DISTINCT FROM new.display_name) EXECUTE FUNCTION backscroll_reindex_speaker();
 CREATE TRIGGER conversations_born_before_insert BEFORE INSERT ON conversations FOR EACH ROW EXECUTE FUNCTION backscroll_conversation_born();
 CREATE TRIGGER embedding_models_coverage_delete AFTER DELETE ON embedding_models REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION backscroll_coverage_model_gone();
@@ -639,14 +698,16 @@ CREATE TRIGGER message_search_count_update AFTER UPDATE ON message_search REFERE
 CREATE TRIGGER message_search_coverage_delete BEFORE DELETE ON message_search FOR EACH ROW EXECUTE FUNCTION backscroll_coverage_document_gone();
 CREATE TRIGGER message_search_enqueue_after_insert AFTER INSERT ON message_search REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION backscroll_embedding_enqueue();
 CREATE TRIGGER message_search_forget_after_delete AFTER DELETE ON message_search REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION backscroll_embedding_forget();
-CREATE TRIGGER message_search_reembed_after_update AFTER UPDATE OF tsv ON message_search FOR EACH ROW WHEN (old.tsv IS DISTINCT FROM new.tsv) EXECUTE FUNCTION backscroll_embedding_text_changed();
+CREATE TRIGGER message_search_indexable_after_update AFTER UPDATE OF tsv ON message_search FOR EACH ROW WHEN ((old.tsv <> ''::tsvector) IS DISTINCT FROM (new.tsv <> ''::tsvector)) EXECUTE FUNCTION backscroll_embedding_indexable_changed();
 CREATE TRIGGER messages_embeddings_audience_after_update AFTER UPDATE OF audience_kind, conversation_id ON messages FOR EACH ROW WHEN (old.audience_kind IS DISTINCT FROM new.audience_kind OR old.conversation_id IS DISTINCT FROM new.conversation_id) EXECUTE FUNCTION backscroll_embedding_audience_changed();
 CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
 CREATE TRIGGER messages_index_after_update AFTER UPDATE OF body, state, role, created_at, speaker_actor_id ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
+CREATE TRIGGER messages_reembed_after_update AFTER UPDATE OF body, speaker_actor_id ON messages FOR EACH ROW WHEN (old.body IS DISTINCT FROM new.body OR old.speaker_actor_id IS DISTINCT FROM new.speaker_actor_id) EXECUTE FUNCTION backscroll_reembed_message();
 CREATE TRIGGER messages_stamp_before_update BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_message_stamp();
 CREATE TRIGGER messages_touch_after_delete AFTER DELETE ON messages REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION backscroll_recompute_conversations();
 CREATE TRIGGER messages_touch_after_insert AFTER INSERT ON messages REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION backscroll_touch_conversations();
 CREATE TRIGGER messages_touch_after_update AFTER UPDATE ON messages REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION backscroll_touch_conversations();
+CREATE TRIGGER workspaces_reembed_after_update AFTER UPDATE OF speaker_names ON workspaces FOR EACH ROW WHEN (old.speaker_names IS DISTINCT FROM new.speaker_names) EXECUTE FUNCTION backscroll_reembed_workspace();
 
 -- Indexes (primary keys and unique constraints are the tables' own)
 

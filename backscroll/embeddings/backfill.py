@@ -10,7 +10,9 @@ positions in `embedding_backfill_positions`.
 A round that reaches the end of every workspace is followed by a round from the beginning, which
 finds what the first skipped (a message locked by a writer at the time, or imported behind the
 position) and is cheap when there is nothing left; the run is finished when a round stores nothing.
-A text the server refuses is handed to the outbox with its error, where the worker retries it and
+A message that also has an outbox job (written while the model was registered) is embedded once:
+the backfill takes the job with the batch and settles it, or, when the worker already holds it,
+leaves the message to the worker. A text the server refuses is handed to the outbox with its error, where the worker retries it and
 parks it if it keeps failing. While the server is unreachable the run waits and tries again.
 """
 
@@ -93,6 +95,18 @@ select m.id as message_id, c.workspace_id, m.body, m.role::text as role, c.title
    -- Skip (do not wait for) a message a writer holds; the closing round finds it if it stays.
    for key share of m skip locked
 """
+# The outbox jobs of a batch's messages, taken before their texts are read. A job this run holds
+# is one it settles: its message is embedded with the text read after the lock, and a writer that
+# changes the text meanwhile waits on the job, then queues it again and drops the new vector. A
+# job it cannot take is the worker's (claimed, mid-batch): that message is left to the worker.
+# Without this, every message written while a backfill runs was embedded twice, once by each.
+HOLD_JOBS = """
+select message_id from embedding_outbox where message_id = any(%(ids)s::bigint[])
+ order by message_id
+   for update skip locked
+"""
+JOBS_OF = "select message_id from embedding_outbox where message_id = any(%(ids)s::bigint[])"
+SETTLE_JOBS = "delete from embedding_outbox where message_id = any(%(ids)s::bigint[])"
 # A vector the worker stored meanwhile is newer than ours: keep it.
 STORE = """
 insert into message_embeddings (message_id, model, embedding)
@@ -283,11 +297,16 @@ class Backfill:
         model = self.model.model
         last_id, last_at = batch[-1]  # skipped or refused ones too: the closing round looks again
         with self.conn.transaction():
-            rows = self.conn.execute(LOCK_BATCH, {"ids": [i for i, _ in batch], "model": model}).fetchall()
+            ids = [i for i, _ in batch]
+            held = {r["message_id"] for r in self.conn.execute(HOLD_JOBS, {"ids": ids})}
+            workers = {r["message_id"] for r in self.conn.execute(JOBS_OF, {"ids": ids})} - held
+            ids = [i for i in ids if i not in workers]
+            rows = self.conn.execute(LOCK_BATCH, {"ids": ids, "model": model}).fetchall() if ids else []
             done, failed = self._embed(ws.id, rows)
             if done:
                 self.conn.execute(STORE, {"model": model, "ids": list(done),
                                           "vectors": [vectors.literal(v) for v in done.values()]})
+                self.conn.execute(SETTLE_JOBS, {"ids": [i for i in done if i in held]})
             if failed:
                 self.conn.execute(HAND_TO_OUTBOX, {"ids": list(failed), "errors": list(failed.values()),
                                                    "delay_s": self.settings.worker_backoff_s})

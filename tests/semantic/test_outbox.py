@@ -152,3 +152,59 @@ def test_deleting_a_message_the_worker_has_claimed_waits_for_the_batch(db_url, w
         deleter.join(5)
     assert not deleter.is_alive()
     assert (documents(world), jobs(world), embedded(world)) == (set(), {}, set())
+
+
+def _embed_all(w, model: str) -> None:
+    """Every indexable message gets a vector and loses its job, as a drained worker leaves them."""
+    w.conn.execute("insert into message_embeddings (message_id, model, embedding) "
+                   "select message_id, %s, '[1,0,0,0,0,0,0,0]' from embedding_outbox", (model,))
+    w.conn.execute("delete from embedding_outbox")
+
+
+def _vectors(w) -> list[tuple[int, str, str]]:
+    return [(r["message_id"], r["model"], str(r["embedded_at"])) for r in w.conn.execute(
+        "select message_id, model, embedded_at from message_embeddings order by message_id, model")]
+
+
+def test_a_language_switch_rebuilds_documents_and_leaves_every_vector_in_place(world, fake_model):
+    """Issue 18: switching a workspace's text search configuration rewrites every document and no
+    text; it used to delete every vector of the workspace and queue them all again."""
+    from backscroll.search import maintenance
+
+    c = world.conversation(WS, "concierge", "t1")
+    ids = [world.message(WS, c, f"researching the venues, round {i}", speaker="U_A") for i in range(5)]
+    ids.append(world.message(WS, c, "the assistant answers", role="assistant"))
+    _embed_all(world, fake_model)
+    before = _vectors(world)
+    assert [v[0] for v in before] == ids
+    tsv_before = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
+
+    maintenance.request_reindex(world.conn, WS, "english")
+    maintenance.reindex(world.conn, 2)
+    tsv_after = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
+    assert tsv_after != tsv_before  # the documents were rebuilt ("research" is a stem now)
+    assert _vectors(world) == before  # same count, same ids, not even rewritten
+    assert jobs(world) == {}
+
+
+def test_taking_names_out_of_documents_embeds_again_only_the_messages_with_a_speaker(world, fake_model):
+    from backscroll.search import maintenance
+
+    c = world.conversation(WS, "concierge", "t1")
+    spoken = world.message(WS, c, "the invoice is wrong", speaker="U_A")
+    unspoken = world.message(WS, c, "I will check it", role="assistant")
+    _embed_all(world, fake_model)
+    maintenance.request_reindex(world.conn, WS, None, speaker_names=False)
+    maintenance.reindex(world.conn, 10)
+    assert [v[0] for v in _vectors(world)] == [unspoken]
+    assert set(jobs(world)) == {spoken}
+
+
+def test_renaming_a_person_embeds_again_their_messages_and_no_one_elses(world, fake_model):
+    c = world.conversation(WS, "concierge", "t1")
+    renamed = world.message(WS, c, "the drain is blocked", speaker="U_A")
+    other = world.message(WS, c, "since Monday", speaker="U_B")
+    _embed_all(world, fake_model)
+    world.conn.execute("update actors set display_name = 'Ada Lovelace' where external_id = 'U_A'")
+    assert [v[0] for v in _vectors(world)] == [other]
+    assert set(jobs(world)) == {renamed}
