@@ -67,6 +67,13 @@ class Settings(BaseSettings):
             "What a query word found in the speaker's display name counts for, against 1 for each "
             "occurrence in the body. 0 ranks on the body alone."),
     )
+    search_session_coverage_weight: float = Field(
+        default=0.5, ge=0, le=10,
+        description=(
+            "Session search: what each query word found anywhere in a conversation adds to its "
+            "score (times the word's idf), beside its best message's BM25; 0 ranks a conversation "
+            "by its best message alone."),
+    )
     search_candidate_pool: int = Field(
         default=500, ge=0, le=100_000,
         description=(

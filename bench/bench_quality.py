@@ -52,7 +52,7 @@ from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.errors import BadRequest  # noqa: E402
 from backscroll.ingest import writes as ingest  # noqa: E402
-from backscroll.search import history, maintenance, sessions, turns  # noqa: E402
+from backscroll.search import history, maintenance, ranking, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
@@ -162,7 +162,8 @@ def turn_ranks(conn, c: Loaded, q: Question, settings, gateway) -> int | None:
     return None
 
 
-def session_rank(conn, c: Loaded, q: Question, limits: sessions.Limits, settings, gateway) -> int | None:
+def session_rank(conn, c: Loaded, q: Question, limits: sessions.Limits, settings, gateway,
+                 rank: ranking.Ranking | None = None) -> int | None:
     principal = Principal(0, TokenKind.reader, c.workspace_id, c.reader, (c.agent_id,))
     try:
         text = sessions.validate_query(q.text, limits)
@@ -170,7 +171,7 @@ def session_rank(conn, c: Loaded, q: Question, limits: sessions.Limits, settings
         return None
     scope = sessions.resolve_scope(conn, principal, None)
     page = sessions.search(conn, scope, CODEC, text, None, max(SESSION_CUTS), limits, settings=settings,
-                           gateway=gateway)
+                           gateway=gateway, rank=rank)
     for rank, s in enumerate(page["sessions"], 1):
         if c.session_of_conversation.get(s["id"]) in q.sessions:
             return rank
@@ -203,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--database-url", default=None, help="a PostgreSQL server instead of an embedded one")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "quality", help="data and results")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    ap.add_argument("--session-weights", default="0,0.25,0.5,1,2",
+                    help="session search: coverage weights to compare in each mode (search_session_coverage_weight)")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    weights = [float(w) for w in args.session_weights.split(",") if w.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         ap.error(f"unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
@@ -267,7 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                 t_ms.append((t1 - t0) * 1000)
                 s_ms.append((t2 - t1) * 1000)
             results[mode] = {"turn": t_ranks, "session": s_ranks, "turn_ms_p50": statistics.median(t_ms),
-                             "session_ms_p50": statistics.median(s_ms)}
+                             "session_ms_p50": statistics.median(s_ms), "weights": {}}
+            for weight in weights:
+                rank = ranking.Ranking.from_settings(base).__class__(
+                    **{**ranking.Ranking.from_settings(base).__dict__, "coverage_weight": weight})
+                results[mode]["weights"][weight] = [
+                    session_rank(conn, by_key[q.conversation], q, limits, settings if kind == "hybrid" else None,
+                                 gateway if kind == "hybrid" else None, rank) for q in questions]
             t, s = summarize(t_ranks, TURN_CUTS), summarize(s_ranks, SESSION_CUTS)
             log(f"{mode}: R@10 {t[10]:.3f} MRR {t['mrr']:.3f} S@10 {s[10]:.3f}")
     finally:
@@ -335,6 +345,20 @@ def report(results, questions, files, n_sessions, n_messages, facts, load, secon
             s = summarize([r["session"][i] for i in idx], SESSION_CUTS)
             cells.append(f"{t[10]:.3f} / {s[10]:.3f}")
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    if any(r.get("weights") for r in results.values()):
+        weights = sorted({w for r in results.values() for w in r["weights"]})
+        lines.append("")
+        lines.append("Session search, S@1 / S@10 by `search_session_coverage_weight` (what each query word found "
+                     "anywhere in a conversation adds, times its idf):")
+        lines.append("")
+        lines.append("| mode | " + " | ".join(f"{w:g}" for w in weights) + " |")
+        lines.append("|---|" + "---:|" * len(weights))
+        for mode, r in results.items():
+            cells = []
+            for w in weights:
+                s = summarize(r["weights"].get(w, []), SESSION_CUTS) if w in r["weights"] else None
+                cells.append(f"{s[1]:.3f} / {s[10]:.3f}" if s else "")
+            lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     if facts.get("reconfigurations"):
         lines.append("")
         lines.append("Vectors changed by a language switch (there should be none): " + "; ".join(

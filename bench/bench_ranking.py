@@ -40,6 +40,7 @@ from backscroll.search import history, hybrid, maintenance, sessions, turns  # n
 from backscroll.ingest import writes as ingest  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.search.ranking import Ranking  # noqa: E402
+from backscroll.search.terms import split_terms  # noqa: E402
 
 QUERIES = [
     ("rare", corpus.RARE_TERM),
@@ -112,7 +113,7 @@ def speed(args) -> int:
     scopes = [("whole workspace", sessions.Scope(ws, -1, ws_agents, None, [], cfg, tuple(ws_agents))),
               ("one agent", sessions.Scope(ws, -1, [agent], None, [], cfg, tuple(ws_agents)))]
     sizes = {k: conn.execute("select count(*) as n from message_search where agent_id = %s and tsv @@ "
-                             "backscroll_or_query('simple', %s)", (agent, history.split_terms(q))).fetchone()["n"]
+                             "backscroll_or_query('simple', %s)", (agent, split_terms(q))).fetchone()["n"]
              for k, q in QUERIES}
     log(f"agent {agent_slug}: matches " + ", ".join(f"{k} {n:,}" for k, n in sizes.items()))
 

@@ -134,11 +134,11 @@ select (select count(*) from vis) as conversations,
 #
 # Proposals B (content search) and R (recent list) of RESULTS.md are the product now. What is
 # left is an ablation that shows why B puts the first branch's tsquery behind an InitPlan:
-# A: the product's SEARCH with the tsquery of the first branch written inline, like everywhere
+# A: the product's SEARCH with the (generating) tsquery of the first branch written inline, like everywhere
 #    else. The planner then sees a common word's selectivity and filters agent_id on the heap
 #    instead of keeping it in the GIN index condition (~50% more heap pages, slower).
 
-PROTOTYPE_A = sessions_sql.SEARCH.replace(f"(select {sessions_sql.TSQUERY})", sessions_sql.TSQUERY)
+PROTOTYPE_A = sessions_sql.SEARCH.replace(f"(select {sessions_sql.GEN_TSQUERY})", sessions_sql.GEN_TSQUERY)
 assert PROTOTYPE_A != sessions_sql.SEARCH, "the product's SEARCH no longer has the InitPlan this ablation removes"
 
 

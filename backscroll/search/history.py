@@ -13,7 +13,6 @@ reciprocal rank; how it degrades is in `hybrid`.
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -30,6 +29,7 @@ from ..errors import NotFound
 from ..vocabulary import Text
 from . import hybrid, ranking
 from .limits import clamp_limit
+from .terms import split_terms
 from .history_sql import (
     SELECT_TURN, SELECT_EVIDENCE_IDS, RESOLVE_LINKED, RESOLVE_ACTOR, VECTOR_SHAPES, SEARCH,
     LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, HYDRATE, ADD_EVIDENCE, INSERT_AUDIT,
@@ -42,8 +42,6 @@ EVIDENCE_CAP = 400          # distinct messages a turn may hold as evidence
 MESSAGES_PER_HIT = 5        # a hit and up to two neighbours on either side
 NEIGHBOURS = 2
 COUNTING_CEILING = 1000     # audit exclusion counts are exact over this many ranked matches
-MAX_TERMS = 32
-MAX_TERM_CHARS = 128
 TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
@@ -81,16 +79,6 @@ class SearchRequest(BaseModel):
     query: Text = Field(min_length=1, max_length=512)
     filters: Filters = Field(default_factory=Filters)
     limit: int | None = Field(default=None, description=f"Hits wanted; default {LIMIT_DEFAULT}, clamped to 1..{LIMIT_MAX}")
-
-
-def split_terms(query: str) -> list[str]:
-    """Quoted phrases stay together; everything else splits on whitespace. Terms are OR'd."""
-    terms: list[str] = []
-    for quoted, bare in re.findall(r'"([^"]*)"|(\S+)', query):
-        term = (quoted or bare).strip().strip('"')
-        if term:
-            terms.append(term[:MAX_TERM_CHARS])
-    return terms[:MAX_TERMS]
 
 
 EXCLUSION_KEYS = ("already_in_context", "no_evidence", "audience", "lineage", "below_cutoff")

@@ -47,13 +47,15 @@ class Ranking:
     b: float = _default("bm25_b")
     speaker_weight: float = _default("search_speaker_weight")
     pool: int = _default("search_candidate_pool")   # candidates scored at most; 0: every match
+    coverage_weight: float = _default("search_session_coverage_weight")  # session search only
 
     @classmethod
     def from_settings(cls, settings: Settings | None) -> Ranking:
         if settings is None:
             return cls()
         return cls(method=settings.search_ranking, k1=settings.bm25_k1, b=settings.bm25_b,
-                   speaker_weight=settings.search_speaker_weight, pool=settings.search_candidate_pool)
+                   speaker_weight=settings.search_speaker_weight, pool=settings.search_candidate_pool,
+                   coverage_weight=settings.search_session_coverage_weight)
 
     @property
     def rank_weights(self) -> list[float]:

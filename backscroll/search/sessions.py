@@ -22,6 +22,7 @@ from ..errors import BadRequest, NotFound
 from ..vocabulary import MAX_ID
 from . import hybrid, ranking
 from .cursor import CursorCodec, fingerprint
+from .terms import search_box_terms
 from .sessions_sql import (
     RESOLVE_SCOPE, RECENT, SEARCH, CONTENT_LIST, SEARCH_LISTED, SEMANTIC_EXACT,
     SEMANTIC_EXACT_ARMS, SEMANTIC_HNSW, ONE,
@@ -212,9 +213,17 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     # The query embedding is under way while the statistics and the recent window are read.
     pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
     workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
-    stats = ranking.query_stats(conn, workspace_agents, scope.ts_config or "simple", [q])
+    words = search_box_terms(q)
+    cfg = scope.ts_config or "simple"
+    stats = ranking.query_stats(conn, workspace_agents, cfg, words.positive)
     whole = sorted(agents) == sorted(workspace_agents)
-    since = _recent_window_start(conn, scope, agents, q, rank, stats if whole else None)
+    mine = stats if whole else ranking.query_stats(conn, agents, cfg, words.positive)
+    # Candidates come from the rarest terms, by their frequency in the reader's agents (where the
+    # candidates are read); BM25's statistics are the workspace's.
+    chosen = ranking.generating_terms(mine.term_df, rank.pool)
+    generating = [words.positive[i] for i in chosen]
+    searching = any(mine.term_has_lexemes) or any(stats.term_has_lexemes)
+    since = _recent_window_start(conn, scope, agents, sum(mine.term_df[i] for i in chosen), mine.docs, rank)
     params = {
         "ws": scope.workspace_id,
         "actor": scope.actor_id,
@@ -236,6 +245,11 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         "rrf_k": hybrid.RRF_K,
         "pool": rank.pool or None,
         "since": since,
+        "terms": words.positive,
+        "gen_terms": generating,
+        "negated": words.negated,
+        "searching": searching,
+        "coverage_weight": rank.coverage_weight if rank.method == "bm25" else 0.0,
         **stats.params(rank),
     }
 
@@ -302,18 +316,15 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
             "ranking": rank.method}
 
 
-def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], q: str,
-                         rank: ranking.Ranking, stats: ranking.QueryStats | None) -> datetime | None:
-    """Where the window of recent messages starts when the query's matches in the reader's agents
-    exceed the pool (a common word): content candidates are read from that window only. A query
-    ANDs its words, so its matches are at most its rarest word's; the reader's own
-    conversations with other agents are windowed alike. `stats`: the query's statistics when they
-    were already read over exactly these agents."""
+def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], matches: int, docs: int,
+                         rank: ranking.Ranking) -> datetime | None:
+    """Where the window of recent messages starts when the generating terms' matches in the
+    reader's agents (`matches` of their `docs`) exceed the pool (a common word): content
+    candidates are read from that window only; the reader's own conversations with other agents
+    are windowed alike."""
     if rank.pool <= 0 or not agents:
         return None
-    mine = stats or ranking.query_stats(conn, agents, scope.ts_config or "simple", [q])
-    return ranking.recent_window_start(conn, scope.workspace_id, agents, min(mine.term_df, default=0), mine.docs,
-                                       rank.pool)
+    return ranking.recent_window_start(conn, scope.workspace_id, agents, matches, docs, rank.pool)
 
 
 def _search_position(position: object) -> list:

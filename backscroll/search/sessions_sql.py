@@ -79,28 +79,38 @@ select<<SESSION_COLUMNS>>
 # same narrowing. A title hit ranks above a content-only hit (tier 2 over tier 1). Within the
 # title tier: by title similarity (word_similarity), then by the conversation's best content
 # rank, so a conversation whose contents match too comes before one that matches on its title
-# only (content_score -1); within the content tier by the content score: BM25 (or ts_rank_cd,
-# `ranking`) of the conversation's best message among at most `pool` candidates, the most recent
-# matches (a common word must not make every message of the workspace a candidate). Then by id.
+# only (content_score -1); within the content tier by the content score.
+#
+# A person searches for a conversation, so the conversation is what matches: the query's terms
+# (`terms`: words and quoted phrases) are OR'd, a message matching any of them is a candidate,
+# and a conversation scores by its best message (BM25 over every term, or ts_rank_cd: `ranking`)
+# plus `coverage_weight` times the idf of every query lexeme some candidate of the conversation
+# holds (BM25 only): the conversation whose messages together hold more of the query's words,
+# and rarer ones, comes first, even when no single message holds them all. `-word` excludes the
+# messages that contain it (the conversation may still match through its other messages).
+# Candidates come from the query's rarest terms (`gen_terms`, ranking.generating_terms) and are
+# at most `pool`, the most recent of their matches: a common word must not make every message of
+# the workspace a candidate; the frequent terms still add to every candidate's score.
 #
 # With a query vector (an embeddings model configured and answering), the content tier also
 # holds semantic hits: the vector list (SEMANTIC_EXACT / SEMANTIC_HNSW, under the same narrowing,
 # which `semantic_hits` checks again) and the content list are fused by reciprocal rank
 # (RRF_K = 60), and that score orders the tier. A semantic-only hit shows its nearest message.
 #
-# The excerpt highlights the query's words with its ANDs read as ORs: a message matched partly on
-# its speaker's name (weight A, not in the body) still shows where the rest matched.
+# The excerpt highlights every term of the query in the best message.
 #
-# The tsquery is written inline with the workspace's configuration (resolve_scope fetched it):
-# the planner sees a constant, and the final join has no CTE or workspaces to plan around. In
-# the first branch it sits behind an InitPlan, `(select ...)`, so the planner keeps agent_id in
+# The tsqueries are written inline with the workspace's configuration (resolve_scope fetched
+# it): the planner sees constants, and the final join has no CTE or workspaces to plan around. In
+# the first branch they sit behind InitPlans, `(select ...)`, so the planner keeps agent_id in
 # the GIN index condition (seeing the selectivity of a common word, it would otherwise filter
 # agent_id on the heap and visit far more pages). The reader's own conversations with other
 # agents are reached through the same GIN index, over the workspace's other agents, instead of
-# reading every sidecar row of every own conversation. A query with no positive term (`-rose`,
-# `-a or b`: querytree() is 'T', or empty) would match nearly everything the reader can see:
-# it searches titles only.
-TSQUERY = "websearch_to_tsquery(%(ts_config)s::regconfig, %(q)s)"
+# reading every sidecar row of every own conversation. A query with no positive term (`-rose`)
+# would match nearly everything the reader can see: it searches titles only (`searching` is
+# false, which the planner folds, so no content scan is even planned).
+TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(terms)s::text[])"
+GEN_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(gen_terms)s::text[])"
+NEG_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(negated)s::text[])"
 SEARCH_TITLES = """
 title_hits as (
     select c.id, word_similarity(%(q)s, c.title) as score
@@ -117,8 +127,9 @@ content_candidates as materialized (
     (select s.conversation_id, s.message_id, s.tsv, s.doc_len
        from message_search s
       where s.agent_id = any(%(agents)s::bigint[])
-        and s.tsv @@ (select <<TSQUERY>>)
-        and querytree(<<TSQUERY>>) not in ('T', '')
+        and %(searching)s
+        and s.tsv @@ (select <<GEN_TSQUERY>>)
+        and not coalesce(s.tsv @@ (select <<NEG_TSQUERY>>), false)
         and (%(since)s::timestamptz is null or (s.workspace_id = %(ws)s and s.created_at >= %(since)s))
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
@@ -131,8 +142,9 @@ content_candidates as materialized (
         and not (c.agent_id = any(%(agents)s::bigint[]))
         and (%(only_agent)s::bigint is null or c.agent_id = %(only_agent)s)
         and s.agent_id = any(%(other_agents)s::bigint[])
-        and s.tsv @@ <<TSQUERY>>
-        and querytree(<<TSQUERY>>) not in ('T', '')
+        and %(searching)s
+        and s.tsv @@ <<GEN_TSQUERY>>
+        and not coalesce(s.tsv @@ <<NEG_TSQUERY>>, false)
         and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
       order by s.created_at desc, s.message_id desc
       limit %(pool)s)
@@ -145,16 +157,31 @@ content_matches as (
       from content_candidates x
       left join bm25 b on b.message_id = x.message_id
 ),
+-- The idf of each query lexeme that some candidate of the conversation holds (each document cut
+-- down to the query's lexemes first, as bm25_scores does).
+coverage as (
+    select h.conversation_id, sum(q.idf) as covered
+      from (select distinct x.conversation_id, u.lexeme
+              from content_candidates x,
+                   unnest(tsvector_to_array(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))))
+                   as u(lexeme)
+             where %(bm25)s) h
+      join unnest(%(lexemes)s::text[], %(idf)s::float8[]) as q(lexeme, idf) on q.lexeme = h.lexeme
+     group by h.conversation_id
+),
 best_content as (
-    select distinct on (conversation_id) conversation_id, message_id, score
-      from content_matches
-     order by conversation_id, score desc, message_id desc
+    select distinct on (m.conversation_id) m.conversation_id, m.message_id,
+           m.score + %(coverage_weight)s * coalesce(v.covered, 0) as score
+      from content_matches m
+      left join coverage v on v.conversation_id = m.conversation_id
+     order by m.conversation_id, m.score desc, m.message_id desc
 ),
 content_ranked as (
     select b.*, row_number() over (order by b.score desc, b.conversation_id desc) as rank
       from best_content b
 )
-""", TSQUERY=TSQUERY, BM25_SCORES=ranking.bm25_scores("content_candidates"))
+""", GEN_TSQUERY=GEN_TSQUERY, NEG_TSQUERY=NEG_TSQUERY, TSQUERY=TSQUERY,
+   BM25_SCORES=ranking.bm25_scores("content_candidates"))
 # The content list handed back in (the hybrid path reads it on its own, beside the vector list).
 CONTENT_FROM_LIST = """
 content_ranked as (
@@ -203,7 +230,7 @@ select<<SESSION_COLUMNS>>,
        case when p.message_id is not null then
             ts_headline(%(ts_config)s::regconfig,
                         translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        replace(<<TSQUERY>>::text, ' & ', ' | ')::tsquery, %(headline_options)s)
+                        <<TSQUERY>>, %(headline_options)s)
        end as excerpt
   from page p
   join conversations c on c.id = p.id<<SESSION_JOINS>>

@@ -433,14 +433,20 @@ def contents(world) -> tuple[World, dict[str, int]]:
     return world, convs
 
 
-WEBSEARCH_CASES = [
+# A search box's query: its words are OR'd (a conversation matches on any, ranks by how many and
+# how rare), a quoted phrase matches as a phrase, `-word` excludes the messages holding it, and
+# `or` is the default anyway.
+SEARCH_BOX_CASES = [
     ("rose", ["phrase", "scattered", "petals"]),
-    ("rose room", ["phrase", "scattered"]),
+    ("rose room", ["phrase", "scattered", "petals"]),
     ('"rose room"', ["phrase"]),
     ('"room rose"', []),
     ("rose -garden", ["phrase", "petals"]),
     ("-garden rose", ["phrase", "petals"]),
+    ("rose or -garden", ["phrase", "petals"]),
+    ("-garden or petals", ["petals"]),
     ("garden or petals", ["scattered", "petals"]),
+    ("garden petals", ["scattered", "petals"]),
     ('"rose room" or petals', ["phrase", "petals"]),
     ("ROSE", ["phrase", "scattered", "petals"]),
     ("tulip", []),
@@ -450,15 +456,50 @@ WEBSEARCH_CASES = [
 ]
 
 
-def test_content_search_speaks_websearch(contents, codec):
+def test_content_search_reads_a_search_box(contents, codec):
     w, convs = contents
     scope = scope_of(w, reader(w, WS, "bob"))
     wrong = []
-    for q, expected in WEBSEARCH_CASES:
+    for q, expected in SEARCH_BOX_CASES:
         found = {s["id"] for s in search(w, scope, codec, q)["sessions"]}
         if found != {convs[n] for n in expected}:
             wrong.append((q, sorted(n for n, i in convs.items() if i in found), expected))
     assert wrong == []
+
+
+def test_more_of_the_query_ranks_higher(contents, codec):
+    w, convs = contents
+    scope = scope_of(w, reader(w, WS, "bob"))
+    ranked = [s["id"] for s in search(w, scope, codec, "rose room")["sessions"]]
+    assert set(ranked[:2]) == {convs["phrase"], convs["scattered"]} and ranked[2] == convs["petals"]
+
+
+def test_the_conversation_is_the_document(world, codec):
+    """Issue 18: "the one where we sorted out the double booking" found nothing unless one message
+    said all of it. The conversation whose messages together hold the query's words comes first,
+    above one whose single message holds the rarest of them."""
+    together = world.conversation(WS, "concierge", "together", "")
+    world.message(WS, together, "There is a double booking on room 12", minute=1)
+    world.message(WS, together, "Sorted out, we moved the second guest", minute=2)
+    world.message(WS, together, "Thanks", minute=3)
+    booking = world.conversation(WS, "concierge", "booking", "")
+    world.message(WS, booking, "A booking for two, please", minute=4)
+    sorted_ = world.conversation(WS, "concierge", "sorted", "")
+    world.message(WS, sorted_, "All sorted", minute=5)
+    unrelated = world.conversation(WS, "concierge", "unrelated", "")
+    world.message(WS, unrelated, "The pool opens at nine", minute=6)
+    # Function words are in most messages of a real workspace: their idf is near zero there.
+    for n in range(30):
+        chatter = world.conversation(WS, "concierge", f"chatter-{n}", "")
+        world.message(WS, chatter, f"where did we go out, the one time at the place number {n}", minute=7 + n)
+    scope = scope_of(world, reader(world, WS, "bob"))
+    hits = search(world, scope, codec, "the one where we sorted out the double booking")["sessions"]
+    assert hits[0]["id"] == together
+    assert {h["id"] for h in hits[1:3]} == {booking, sorted_}
+    assert unrelated in [h["id"] for h in hits]  # it holds "the", and ranks below every content word
+    # Its best message is named, with the query's words highlighted in it.
+    match = hits[0]["match"]
+    assert match["message_id"] is not None and match["highlights"]
 
 
 def test_content_hit_carries_the_message_and_an_excerpt(contents, codec):
@@ -664,7 +705,7 @@ def test_title_tier_order_survives_paging_with_ties(world, codec):
         assert search_ids(world, scope, codec, "rose", limit) == expected, limit
 
 
-NO_POSITIVE_TERM = ["-rose", "-garden", "-garden -room", "-garden or petals", "rose or -garden"]
+NO_POSITIVE_TERM = ["-rose", "-garden", "-garden -room", '-"rose room"', "or", "- -"]
 
 
 def test_a_query_without_a_positive_term_searches_titles_only(contents, codec):
@@ -676,7 +717,7 @@ def test_a_query_without_a_positive_term_searches_titles_only(contents, codec):
     found = {q: [(s["id"], s["match"]["on"]) for s in search(w, scope, codec, q)["sessions"]]
              for q in NO_POSITIVE_TERM}
     assert found == {"-rose": [(titled, ["title"])], "-garden": [(titled, ["title"])], "-garden -room": [],
-                     "-garden or petals": [], "rose or -garden": []}
+                     '-"rose room"': [], "or": [], "- -": []}
     # the same for the reader's own conversations with agents outside the token's scope
     mine = w.conversation(WS, "concierge", "mine", "untitled", creator="bob")
     w.message(WS, mine, "my own notes", minute=10)
@@ -684,6 +725,11 @@ def test_a_query_without_a_positive_term_searches_titles_only(contents, codec):
     assert own_only.other_agent_ids and search(w, own_only, codec, "notes")["sessions"]
     assert {q: search(w, own_only, codec, q)["sessions"] for q in NO_POSITIVE_TERM} == \
         {q: [] for q in NO_POSITIVE_TERM}
+    # an excluded word excludes in the reader's own conversations with other agents too
+    w.message(WS, mine, "my own notes about tulips", minute=11)
+    assert [s["match"]["message_id"] for s in search(w, own_only, codec, "notes -tulips")["sessions"]] == \
+        [w.conn.execute("select id from messages where body = 'my own notes'").fetchone()["id"]]
+    assert search(w, own_only, codec, "tulips -notes")["sessions"] == []
     # a positive term next to the exclusion searches contents as before
     assert {s["id"] for s in search(w, scope, codec, "rose -garden")["sessions"]} == \
         {convs["phrase"], convs["petals"]}

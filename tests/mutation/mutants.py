@@ -49,13 +49,16 @@ MUTANTS = [
     Mutant("content search: own conversations only through the workspace's other agents", SESSIONS, "SEARCH_CONTENT",
            "and s.agent_id = any(%(other_agents)s::bigint[])", "and true"),
     # A query with no positive term (`-rose`) would match nearly everything the reader may see:
-    # contents are not searched at all, in either branch.
+    # no content scan is even planned. (In the own-conversations branch the empty query already
+    # folds to no scan, so a mutant of its guard would be equivalent.)
     Mutant("content search: no positive term, agents' branch", SESSIONS, "SEARCH_CONTENT",
-           "and s.tsv @@ (select <<TSQUERY>>)\n        and querytree(<<TSQUERY>>) not in ('T', '')",
-           "and s.tsv @@ (select <<TSQUERY>>)\n        and true"),
-    Mutant("content search: no positive term, own-conversations branch", SESSIONS, "SEARCH_CONTENT",
-           "and s.tsv @@ <<TSQUERY>>\n        and querytree(<<TSQUERY>>) not in ('T', '')",
-           "and s.tsv @@ <<TSQUERY>>\n        and true"),
+           "and %(searching)s\n        and s.tsv @@ (select <<GEN_TSQUERY>>)",
+           "and true\n        and s.tsv @@ (select <<GEN_TSQUERY>>)"),
+    # `-word` excludes the messages that hold it, in both branches.
+    Mutant("content search: excluded words, agents' branch", SESSIONS, "SEARCH_CONTENT",
+           "and not coalesce(s.tsv @@ (select <<NEG_TSQUERY>>), false)", "and true"),
+    Mutant("content search: excluded words, own-conversations branch", SESSIONS, "SEARCH_CONTENT",
+           "and not coalesce(s.tsv @@ <<NEG_TSQUERY>>, false)", "and true"),
     # Semantic hits: the vector list is a filtered index scan with its own copy of the narrowing,
     # and the fused statement checks that list again (tests/semantic/test_hybrid_sessions.py).
     Mutant("semantic list: agent predicate", SESSIONS, "SEMANTIC_NARROWING",

@@ -85,7 +85,7 @@ def test_every_module_level_statement_is_composed():
     # The sweep reached the composed statements (it is not vacuous).
     from backscroll.search import history_sql, ranking, sessions_sql
     assert seen > 100
-    assert "websearch_to_tsquery" in sessions_sql.SEARCH and "from content_candidates x" in sessions_sql.SEARCH
+    assert "backscroll_or_query" in sessions_sql.SEARCH and "from content_candidates x" in sessions_sql.SEARCH
     assert "from matches x" in history_sql.SEARCH and "backscroll_sealed_allows" in history_sql.VECTOR_SHAPES["hnsw"]
     assert "search_doc_stats" in ranking.QUERY_STATS
 
