@@ -251,6 +251,12 @@ class Settings(BaseSettings):
             "the filters."
         ),
     )
+    hybrid_lexical_weight: float = Field(
+        default=1.0, gt=0, le=10,
+        description=(
+            "Reciprocal rank fusion: what the lexical list's rank counts for against the vector "
+            "list's (1): weight / (60 + rank) + 1 / (60 + vector rank)."),
+    )
     hybrid_exact_max_rows: int = Field(
         default=10_000, ge=0,
         description=(

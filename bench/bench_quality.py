@@ -29,6 +29,7 @@ vectors that cost (none should be lost) and re-embeds what is missing before a h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -204,11 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--database-url", default=None, help="a PostgreSQL server instead of an embedded one")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "quality", help="data and results")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    ap.add_argument("--fusion", default="0.5:1,0:1,0:1.5,0:2,0.25:1,0.25:2",
+                    help="hybrid modes: fusion variants to compare, each MIN_MATCH_SHARE:LEXICAL_WEIGHT "
+                         "(search_history's minimum-should-match share of the query's idf for the fused "
+                         "lexical list, 0 = every match; hybrid_lexical_weight); empty: none")
     ap.add_argument("--session-weights", default="0,0.25,0.5,1,2",
                     help="session search: coverage weights to compare in each mode (search_session_coverage_weight)")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     weights = [float(w) for w in args.session_weights.split(",") if w.strip()]
+    fusions = [tuple(float(x) for x in f.split(":")) for f in args.fusion.split(",") if f.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         ap.error(f"unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}")
@@ -272,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
                 s_ms.append((t2 - t1) * 1000)
             results[mode] = {"turn": t_ranks, "session": s_ranks, "turn_ms_p50": statistics.median(t_ms),
                              "session_ms_p50": statistics.median(s_ms), "weights": {}}
+            if kind == "hybrid":
+                results[mode]["fusion"] = {}
+                for share, lexical_weight in fusions:
+                    variant = settings.model_copy(update={"hybrid_lexical_weight": lexical_weight})
+                    with min_should_match(share):
+                        results[mode]["fusion"][f"{share:g}:{lexical_weight:g}"] = {
+                            "turn": [turn_ranks(conn, by_key[q.conversation], q, variant, gateway) for q in questions],
+                            "session": [session_rank(conn, by_key[q.conversation], q, limits, variant, gateway)
+                                        for q in questions]}
             for weight in weights:
                 rank = ranking.Ranking.from_settings(base).__class__(
                     **{**ranking.Ranking.from_settings(base).__dict__, "coverage_weight": weight})
@@ -296,6 +311,17 @@ def main(argv: list[str] | None = None) -> int:
         "results": {m: {**r, "categories": [q.category for q in questions]} for m, r in results.items()}},
         indent=1))
     return 0
+
+
+@contextlib.contextmanager
+def min_should_match(share: float):
+    """search_history's minimum-should-match share for the fused lexical list, for one block."""
+    before = history.MIN_MATCH_SHARE
+    history.MIN_MATCH_SHARE = share
+    try:
+        yield
+    finally:
+        history.MIN_MATCH_SHARE = before
 
 
 def embed_all(conn, url, base, server, gateway, quiet, facts):
@@ -358,6 +384,24 @@ def report(results, questions, files, n_sessions, n_messages, facts, load, secon
             for w in weights:
                 s = summarize(r["weights"].get(w, []), SESSION_CUTS) if w in r["weights"] else None
                 cells.append(f"{s[1]:.3f} / {s[10]:.3f}" if s else "")
+            lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    if any(r.get("fusion") for r in results.values()):
+        lines.append("")
+        lines.append("Fusion variants (hybrid): `min-match share : lexical weight` — the share of the query's idf a "
+                     "message must match to enter search_history's fused lexical list (0: every match), and the "
+                     "lexical list's RRF weight (the vector list's is 1). R@10 / MRR (turns), S@10 (sessions):")
+        lines.append("")
+        variants = list(next(r["fusion"] for r in results.values() if r.get("fusion")))
+        lines.append("| mode | " + " | ".join(variants) + " |")
+        lines.append("|---|" + "---:|" * len(variants))
+        for mode, r in results.items():
+            if not r.get("fusion"):
+                continue
+            cells = []
+            for v in variants:
+                t = summarize(r["fusion"][v]["turn"], TURN_CUTS)
+                s = summarize(r["fusion"][v]["session"], SESSION_CUTS)
+                cells.append(f"{t[10]:.3f} / {t['mrr']:.3f} / {s[10]:.3f}")
             lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     if facts.get("reconfigurations"):
         lines.append("")

@@ -260,16 +260,7 @@ begin
       from message_embeddings e
      where e.message_id = new.message_id
      group by e.model;
-    -- The job first, then the vectors (the worker's order).
-    if new.tsv <> ''::tsvector and exists (select 1 from embedding_models) then
-        insert into embedding_outbox (message_id) values (new.message_id)
-        on conflict (message_id) do update
-           set attempts = 0, next_attempt_at = now(), last_error = null, parked_at = null,
-               enqueued_at = now();
-    else
-        delete from embedding_outbox where message_id = new.message_id;
-    end if;
-    delete from message_embeddings where message_id = new.message_id;
+    perform backscroll_embedding_reembed(array[new.message_id]);
     return null;
 end $function$;
 

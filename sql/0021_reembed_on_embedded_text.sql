@@ -9,36 +9,6 @@
 drop trigger message_search_reembed_after_update on message_search;
 drop function backscroll_embedding_text_changed();
 
--- What stays tied to the document: a document emptied (or filled) changes whether the message is
--- owed a vector, and whether its vectors count (migration 0020), whatever changed its text.
--- Waits for a vector being stored first, as a deleted document does.
-create function backscroll_embedding_indexable_changed() returns trigger
-language plpgsql as $$
-begin
-    perform 1 from messages where id = new.message_id for update;
-    insert into embedding_coverage_deltas (agent_id, model, embedded)
-    select new.agent_id, e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
-      from message_embeddings e
-     where e.message_id = new.message_id
-     group by e.model;
-    -- The job first, then the vectors (the worker's order).
-    if new.tsv <> ''::tsvector and exists (select 1 from embedding_models) then
-        insert into embedding_outbox (message_id) values (new.message_id)
-        on conflict (message_id) do update
-           set attempts = 0, next_attempt_at = now(), last_error = null, parked_at = null,
-               enqueued_at = now();
-    else
-        delete from embedding_outbox where message_id = new.message_id;
-    end if;
-    delete from message_embeddings where message_id = new.message_id;
-    return null;
-end $$;
-
-create trigger message_search_indexable_after_update
-    after update of tsv on message_search
-    for each row when ((old.tsv <> ''::tsvector) is distinct from (new.tsv <> ''::tsvector))
-    execute function backscroll_embedding_indexable_changed();
-
 -- The embedded text of these messages changed: queue the indexable ones again (while a model is
 -- registered), drop the jobs of the others, and drop their vectors, which would find them for
 -- the wrong reasons.
@@ -63,6 +33,27 @@ begin
                           and exists (select 1 from embedding_models));
     delete from message_embeddings where message_id = any(p_ids);
 end $$;
+
+-- What stays tied to the document: a document emptied (or filled) changes whether the message is
+-- owed a vector, and whether its vectors count (migration 0020), whatever changed its text.
+-- Waits for a vector being stored first, as a deleted document does.
+create function backscroll_embedding_indexable_changed() returns trigger
+language plpgsql as $$
+begin
+    perform 1 from messages where id = new.message_id for update;
+    insert into embedding_coverage_deltas (agent_id, model, embedded)
+    select new.agent_id, e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
+      from message_embeddings e
+     where e.message_id = new.message_id
+     group by e.model;
+    perform backscroll_embedding_reembed(array[new.message_id]);
+    return null;
+end $$;
+
+create trigger message_search_indexable_after_update
+    after update of tsv on message_search
+    for each row when ((old.tsv <> ''::tsvector) is distinct from (new.tsv <> ''::tsvector))
+    execute function backscroll_embedding_indexable_changed();
 
 -- After messages_index_after_update (triggers fire in name order), so the sidecar row it reads
 -- is the new one.

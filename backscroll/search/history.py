@@ -274,7 +274,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "vector_ids": [], "fused": False, "min_mass": 0.0,
+        "rrf_k": hybrid.RRF_K, "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"), "vector_ids": [], "fused": False, "min_mass": 0.0,
         "term_weights": [0.0] * len(terms),
         "gen_terms": generating, "pool": rank.pool or None, "since": since,
         "walk": ranking.walk_window(since, matches, stats.docs, rank.pool), **stats.params(rank),

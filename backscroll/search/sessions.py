@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from ..access.auth import Principal
-from ..config import Settings
+from ..config import Settings, setting
 from ..embeddings.gateway import Gateway
 from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 from ..errors import BadRequest, NotFound
@@ -243,6 +243,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         "markers": HL_START + HL_STOP,
         "headline_options": headline_options(limits.excerpt_words),
         "rrf_k": hybrid.RRF_K,
+        "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"),
         "pool": rank.pool or None,
         "since": since,
         "terms": words.positive,
