@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps schema mutation operator operator-test bench clean \
+.PHONY: help install run serve migrate test browser-deps schema mutation operator operator-test bench bench-quality clean \
 	helm chart-sync deploy-test images e2e-kind
 
 help: ## Show this help
@@ -99,6 +99,10 @@ e2e-kind: $(HELM) images ## With Docker and kind: cluster, images, chart, a Sear
 bench: $(STAMP) ## Benchmark session search at 300,000 messages (prints a markdown table)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/bench_sessions.py
+
+LOCOMO ?= ../shared/eval/locomo-dev
+bench-quality: $(STAMP) ## Quality on LoCoMo (LOCOMO=folder of its NN.json; read, never copied): R@k, MRR, S@k in four modes
+	$(BIN)/python bench/bench_quality.py $(LOCOMO)
 
 clean: ## Remove the virtualenv, caches and the local embedded database
 	rm -rf $(VENV) .backscroll .pytest_cache bench/out $(TOOLS)

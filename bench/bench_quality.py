@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--database-url", default=None, help="a PostgreSQL server instead of an embedded one")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "quality", help="data and results")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
-    ap.add_argument("--fusion", default="0.5:1,0:1,0:1.5,0:2,0.25:1,0.25:2",
+    ap.add_argument("--fusion", default="0.5:1,0:1,0:1.5,0:2,0.25:1,0.25:1.5",
                     help="hybrid modes: fusion variants to compare, each MIN_MATCH_SHARE:LEXICAL_WEIGHT "
                          "(search_history's minimum-should-match share of the query's idf for the fused "
                          "lexical list, 0 = every match; hybrid_lexical_weight); empty: none")
@@ -278,15 +278,21 @@ def main(argv: list[str] | None = None) -> int:
                 s_ms.append((t2 - t1) * 1000)
             results[mode] = {"turn": t_ranks, "session": s_ranks, "turn_ms_p50": statistics.median(t_ms),
                              "session_ms_p50": statistics.median(s_ms), "weights": {}}
-            if kind == "hybrid":
+            if kind == "hybrid" and fusions:
+                # The variants change the fusion, not the query's vector: each question is embedded
+                # once for all of them.
+                cached = CachedQueries(gateway)
                 results[mode]["fusion"] = {}
+                by_weight: dict[float, list] = {}
                 for share, lexical_weight in fusions:
                     variant = settings.model_copy(update={"hybrid_lexical_weight": lexical_weight})
                     with min_should_match(share):
-                        results[mode]["fusion"][f"{share:g}:{lexical_weight:g}"] = {
-                            "turn": [turn_ranks(conn, by_key[q.conversation], q, variant, gateway) for q in questions],
-                            "session": [session_rank(conn, by_key[q.conversation], q, limits, variant, gateway)
-                                        for q in questions]}
+                        turn = [turn_ranks(conn, by_key[q.conversation], q, variant, cached) for q in questions]
+                    if lexical_weight not in by_weight:  # session search has no min-match rule
+                        by_weight[lexical_weight] = [session_rank(conn, by_key[q.conversation], q, limits, variant,
+                                                                  cached) for q in questions]
+                    results[mode]["fusion"][f"{share:g}:{lexical_weight:g}"] = {
+                        "turn": turn, "session": by_weight[lexical_weight]}
             for weight in weights:
                 rank = ranking.Ranking.from_settings(base).__class__(
                     **{**ranking.Ranking.from_settings(base).__dict__, "coverage_weight": weight})
@@ -311,6 +317,39 @@ def main(argv: list[str] | None = None) -> int:
         "results": {m: {**r, "categories": [q.category for q in questions]} for m, r in results.items()}},
         indent=1))
     return 0
+
+
+class CachedQueries:
+    """The gateway, with each query text embedded once (documents are not embedded here)."""
+
+    def __init__(self, gateway):
+        self._gateway = gateway
+        self._vectors: dict[str, list[float]] = {}
+
+    def start_query(self, text):
+        if text not in self._vectors:
+            pending = self._gateway.start_query(text)
+            vector = pending.answer()
+            if vector is None:
+                return pending  # a failed call is not remembered: the search sees it as it happened
+            self._vectors[text] = vector
+        return _Answered(self._vectors[text])
+
+    def __getattr__(self, name):
+        return getattr(self._gateway, name)
+
+
+class _Answered:
+    """A query embedding already answered (no ledger row: the bench's variants are not calls)."""
+
+    def __init__(self, vector: list[float]):
+        self._vector = vector
+
+    def answer(self) -> list[float]:
+        return self._vector
+
+    def result(self, conn, workspace_id) -> list[float]:
+        return self._vector
 
 
 @contextlib.contextmanager
