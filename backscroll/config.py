@@ -251,6 +251,13 @@ class Settings(BaseSettings):
             "the filters."
         ),
     )
+    hybrid_min_match_share: float = Field(
+        default=0.25, ge=0, le=1,
+        description=(
+            "search_history, hybrid: a message enters the lexical list fused with the vector list "
+            "only when it matches this share of the query's words, each weighted by its idf (queries "
+            "of 3 words or more); 0 fuses every lexical match."),
+    )
     hybrid_lexical_weight: float = Field(
         default=1.0, gt=0, le=10,
         description=(

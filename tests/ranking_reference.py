@@ -39,3 +39,33 @@ def bm25_reference(conn, agents: list[int], lexemes: set[str], rank: Ranking = R
             score += idf * tf * (rank.k1 + 1) / (tf + rank.k1 * (1 - rank.b + rank.b * length[m] / avgdl))
         scores[m] = score
     return scores
+
+
+CONVERSATION_OF = "select message_id, conversation_id from message_search where agent_id = any(%s)"
+
+
+def session_reference(conn, agents: list[int], lexemes: set[str], rank: Ranking = Ranking()) -> dict[int, float]:
+    """A conversation's content score for session search, keyed by conversation id (issue 18):
+    the BM25 of its best matching message, plus `coverage_weight` times the idf of each query
+    lexeme that any of its messages holds. Every matching message is a candidate here (the pool
+    is not reached in the worlds these references are used on)."""
+    docs: dict[int, set[str]] = defaultdict(set)
+    for r in conn.execute(DOCUMENTS, (list(agents),)).fetchall():
+        docs[r["message_id"]]
+        if r["lexeme"] is not None:
+            docs[r["message_id"]].add(r["lexeme"])
+    n = len(docs)
+    idf = {lx: math.log(1 + (n - df + 0.5) / (df + 0.5))
+           for lx, df in ((lx, sum(1 for d in docs.values() if lx in d)) for lx in lexemes)}
+    bm25 = bm25_reference(conn, agents, lexemes, rank)
+    conversation = {r["message_id"]: r["conversation_id"] for r in conn.execute(CONVERSATION_OF, (list(agents),))}
+    best: dict[int, float] = {}
+    held: dict[int, set[str]] = defaultdict(set)
+    for m, d in docs.items():
+        matched = d & lexemes
+        if not matched:
+            continue
+        c = conversation[m]
+        best[c] = max(best.get(c, 0.0), bm25[m])
+        held[c] |= matched
+    return {c: best[c] + rank.coverage_weight * sum(idf[lx] for lx in held[c]) for c in best}

@@ -45,15 +45,14 @@ COUNTING_CEILING = 1000     # audit exclusion counts are exact over this many ra
 TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
-# Fused with a vector list, a message enters the lexical list only when it matches at least this
-# share of a query of MIN_MATCH_TERMS terms or more, each term weighted by its idf (so "what",
-# "did" and "the" count for almost nothing, and a rare name for much). The words are OR'd (an
-# agent's query is a sentence), and rank fusion sees ranks, not scores: without it, messages that
-# share only "of" and "room" with "bathtub overflow soaked ceiling of room below" outrank the one
-# the vector list found (bench/RESULTS.md, semantic search and ranking). Lexical search alone
-# keeps every match. MIN_MATCH_WEIGHTED = False counts terms alike (the rule before BM25).
-MIN_MATCH_SHARE = 0.5
-MIN_MATCH_TERMS = 3
+# Fused with a vector list, a message enters the lexical list only when it matches at least
+# `hybrid_min_match_share` of a query of ranking.MIN_MATCH_TERMS terms or more, each term weighted by its
+# idf (so "what", "did" and "the" count for almost nothing, and a rare name for much). The words
+# are OR'd (an agent's query is a sentence), and rank fusion sees ranks, not scores: with no rule
+# at all, messages that share only "of" and "room" with "bathtub overflow soaked ceiling of room
+# below" outrank the one the vector list found; with half the query's idf required, a 10-word
+# question's lexical list starves (bench/RESULTS.md, issue 18). Lexical search alone keeps every
+# match. MIN_MATCH_WEIGHTED = False counts terms alike (the rule before BM25; benchmarks only).
 MIN_MATCH_WEIGHTED = True
 
 
@@ -184,17 +183,17 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
     return "public" if turn.audience_kind == "public" else "hnsw"
 
 
-def _min_match(stats: ranking.QueryStats, terms: list[str]) -> dict:
+def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> dict:
     """A fused search's lexical list admits only messages matching half the query's (weighted)
-    words, when it has MIN_MATCH_TERMS of them: the parameters that say so (none for shorter
+    words, when it has ranking.MIN_MATCH_TERMS of them: the parameters that say so (none for shorter
     queries). A term no message contains still counts (a query whose words mostly occur nowhere
     is a paraphrase: its lexical list should be strict), but as a term of one message, not as
     more than any term that does occur."""
-    if len(terms) < MIN_MATCH_TERMS:
+    if len(terms) < ranking.MIN_MATCH_TERMS or share <= 0:
         return {}
     weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-    return {"term_weights": weights, "min_mass": MIN_MATCH_SHARE * sum(weights) - 1e-9}
+    return {"term_weights": weights, "min_mass": share * sum(weights) - 1e-9}
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
@@ -286,7 +285,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[int]:
         return _vector_candidates(c, usable, vector_params, settings, shape)
 
-    strict = _min_match(stats, terms)
+    strict = _min_match(stats, terms, setting(settings, "hybrid_min_match_share"))
 
     def lexical_list() -> list[dict]:
         # Read while the vector list is produced beside it: strict, as a fused search reads it,

@@ -33,6 +33,9 @@ from ..config import Settings
 from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")
+# Fused with a vector list, a query of this many terms or more asks its lexical matches to hold a
+# share of its idf (hybrid_min_match_share): both searches' rule.
+MIN_MATCH_TERMS = 3
 
 
 def _default(setting: str):
@@ -214,6 +217,12 @@ class QueryStats:
     docs: int
     term_df: list[int]          # per term: the smallest df of its lexemes (0 for no lexeme)
     term_has_lexemes: list[bool]
+    df: tuple[int, ...] = ()    # per lexeme (beside `lexemes`)
+
+    def idf_mass(self) -> float:
+        """The query's lexemes' idf summed, a lexeme no document holds counted as one document
+        would (not as more than any lexeme that occurs): the whole a share of it is taken of."""
+        return sum(idf(self.docs, max(n, 1)) for n in self.df)
 
     def params(self, ranking: Ranking) -> dict:
         return {"bm25": ranking.method == "bm25", "k1": ranking.k1, "b": ranking.b,
@@ -242,4 +251,5 @@ def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: li
         docs=docs,
         term_df=[min((df[lx] for lx in lxs), default=0) for lxs in per_term],
         term_has_lexemes=[bool(lxs) for lxs in per_term],
+        df=tuple(df[lx] for lx in lexemes),
     )

@@ -251,6 +251,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         "negated": words.negated,
         "searching": searching,
         "coverage_weight": rank.coverage_weight if rank.method == "bm25" else 0.0,
+        "min_covered": _min_covered(stats, words.positive, rank, settings),
         **stats.params(rank),
     }
 
@@ -284,7 +285,8 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         content = lists.lexical
         params.update(content_conversations=[r["conversation_id"] for r in content],
                       content_messages=[r["message_id"] for r in content],
-                      content_scores=[r["score"] for r in content], content_ranks=[r["rank"] for r in content])
+                      content_scores=[r["score"] for r in content], content_covered=[r["covered"] for r in content],
+                      content_ranks=[r["rank"] for r in content])
     if kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
@@ -315,6 +317,16 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
                            [last["tier"], last["score"], last["content_score"], last["id"]])
     return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation,
             "ranking": rank.method}
+
+
+def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Ranking,
+                 settings: Settings | None) -> float:
+    """How much of the query's idf a conversation must hold to enter the fused content list: the
+    share search_history's fused lexical list also asks for (hybrid_min_match_share), for a query
+    of ranking.MIN_MATCH_TERMS terms or more, with BM25 (whose idf the coverage is counted in)."""
+    if len(terms) < ranking.MIN_MATCH_TERMS or rank.method != "bm25":
+        return 0.0
+    return setting(settings, "hybrid_min_match_share") * stats.idf_mass() - 1e-9
 
 
 def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], matches: int, docs: int,

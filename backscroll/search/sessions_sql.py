@@ -171,7 +171,7 @@ coverage as (
 ),
 best_content as (
     select distinct on (m.conversation_id) m.conversation_id, m.message_id,
-           m.score + %(coverage_weight)s * coalesce(v.covered, 0) as score
+           m.score + %(coverage_weight)s * coalesce(v.covered, 0) as score, coalesce(v.covered, 0) as covered
       from content_matches m
       left join coverage v on v.conversation_id = m.conversation_id
      order by m.conversation_id, m.score desc, m.message_id desc
@@ -185,13 +185,23 @@ content_ranked as (
 # The content list handed back in (the hybrid path reads it on its own, beside the vector list).
 CONTENT_FROM_LIST = """
 content_ranked as (
-    select l.conversation_id, l.message_id, l.score, l.rank
+    select l.conversation_id, l.message_id, l.score, l.covered, l.rank
       from unnest(%(content_conversations)s::bigint[], %(content_messages)s::bigint[],
-                  %(content_scores)s::float8[], %(content_ranks)s::bigint[])
-           as l(conversation_id, message_id, score, rank)
+                  %(content_scores)s::float8[], %(content_covered)s::float8[], %(content_ranks)s::bigint[])
+           as l(conversation_id, message_id, score, covered, rank)
 )
 """
 SEARCH_FUSION = compose("""
+-- Fused with the vector list, a conversation enters the content list only when its messages hold
+-- `min_covered` of the query's idf (hybrid_min_match_share of it, for a query of three terms or
+-- more): a question's function words alone must not buy a rank that outranks what the vectors
+-- found. Ranked again among those that enter; unfused, every content match enters.
+content_fused as (
+    select b.conversation_id, b.message_id, b.score,
+           row_number() over (order by b.score desc, b.conversation_id desc) as rank
+      from content_ranked b
+     where not %(fused)s or b.covered >= %(min_covered)s
+),
 semantic_hits as (
     select vc.id as conversation_id, v.message_id, v.rank
       from unnest(%(vector_conversations)s::bigint[], %(vector_messages)s::bigint[])
@@ -215,7 +225,7 @@ hits as (
            v.conversation_id is not null as on_semantic,
            coalesce(b.message_id, v.message_id) as message_id
       from title_hits t
-      full join content_ranked b on b.conversation_id = t.id
+      full join content_fused b on b.conversation_id = t.id
       full join semantic_hits v on v.conversation_id = coalesce(t.id, b.conversation_id)
 ),
 page as (
@@ -245,7 +255,7 @@ SEARCH = with_ctes(SEARCH_TITLES, SEARCH_CONTENT, SEARCH_FUSION)
 # The hybrid path in two: the content list alone (read while the vector list is produced beside
 # it), then titles and both lists, fused, from the same text.
 CONTENT_LIST = (with_ctes(SEARCH_CONTENT)
-                + "\nselect conversation_id, message_id, score, rank from content_ranked\n")
+                + "\nselect conversation_id, message_id, score, covered, rank from content_ranked\n")
 SEARCH_LISTED = with_ctes(SEARCH_TITLES, CONTENT_FROM_LIST, SEARCH_FUSION)
 
 # Semantic candidates: the messages nearest the query under the same narrowing as content

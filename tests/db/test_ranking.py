@@ -11,7 +11,7 @@ import pytest
 from backscroll.search import history, maintenance, ranking, sessions
 from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
-from tests.ranking_reference import bm25_reference
+from tests.ranking_reference import bm25_reference, session_reference
 from tests.world import World, bearer, client
 
 WS = "acme"
@@ -102,11 +102,34 @@ def test_session_search_scores_are_bm25_over_the_workspace(venue):
     agents = [r["id"] for r in venue.conn.execute("select id from agents where workspace_id = %s",
                                                    (venue.workspace(WS),)).fetchall()]
     expected = bm25_reference(venue.conn, agents, {"venue"})
+    conversations = session_reference(venue.conn, agents, {"venue"})
+    checked = 0
     for s in page["sessions"]:
         m = s["match"]
         if "content" in m["on"] and "title" not in m["on"]:
+            assert m["score"] == pytest.approx(conversations[s["id"]], rel=1e-5)
+            checked += 1
+    assert checked and page["ranking"] == "bm25"
+    # Without the coverage term a conversation scores by its best message's BM25 alone.
+    plain = session_search(venue, "venue", rank=Ranking(coverage_weight=0))
+    for s in plain["sessions"]:
+        m = s["match"]
+        if "content" in m["on"] and "title" not in m["on"]:
             assert m["score"] == pytest.approx(expected[m["message_id"]], rel=1e-5)
-    assert page["ranking"] == "bm25"
+
+
+def test_session_search_adds_what_the_conversation_holds_together(venue):
+    """A conversation's score is its best message's BM25 plus the idf of every query word some of
+    its messages hold (issue 18): two words in two messages beat one word in one."""
+    page = session_search(venue, "venue harbour")
+    agents = [r["id"] for r in venue.conn.execute("select id from agents where workspace_id = %s",
+                                                   (venue.workspace(WS),)).fetchall()]
+    lexemes = {"venue", "harbour"}
+    expected = session_reference(venue.conn, agents, lexemes)
+    got = {s["id"]: s["match"]["score"] for s in page["sessions"]
+           if "content" in s["match"]["on"] and "title" not in s["match"]["on"]}
+    assert got and all(got[c] == pytest.approx(expected[c], rel=1e-5) for c in got)
+    assert [s["id"] for s in page["sessions"] if s["id"] in got] == sorted(got, key=lambda c: (-expected[c], -c))
 
 
 def test_frequent_words_weigh_little_without_a_stopword_list(venue):

@@ -342,13 +342,18 @@ def test_a_long_query_that_degrades_keeps_every_lexical_match(db_url, town, fake
     assert {town.msgs["printer"], coffee} <= set(hit_ids(result))
 
 
-def test_fused_lexical_list_admits_only_messages_matching_half_the_terms(town, e5, monkeypatch, side):
-    """Fused with vectors, a message enters the lexical list only when it matches half a long
-    query's terms: one shared common word no longer buys a rank that outranks what the vectors
-    found. Lexical search alone keeps every match."""
+def test_fused_lexical_list_admits_only_messages_matching_the_share_of_the_terms(town, e5, monkeypatch, side):
+    """Fused with vectors, a message enters the lexical list only when it matches
+    `hybrid_min_match_share` of a long query's terms (by idf; here half): one shared common word
+    no longer buys a rank that outranks what the vectors found. Lexical search alone keeps every
+    match, and a share of 0 fuses every match."""
     settings, gateway = e5
+    settings = settings.model_copy(update={"hybrid_min_match_share": 0.5})
     coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
     query = "printer jammed again today"  # 4 terms: a lexical match needs 2 of them
+    every = ask(town, town.general, "U_A", query, settings.model_copy(update={"hybrid_min_match_share": 0.0}),
+                gateway, side=side)
+    assert {h["message_id"]: h["features"]["lexical_rank"] for h in every["hits"]}.get(coffee) is not None
     fused = ask(town, town.general, "U_A", query, settings, gateway, side=side)
     assert fused["mode"] == "hybrid"
     by_id = {h["message_id"]: h["features"] for h in fused["hits"]}
