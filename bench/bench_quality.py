@@ -283,15 +283,15 @@ def main(argv: list[str] | None = None) -> int:
                 # once for all of them.
                 cached = CachedQueries(gateway)
                 results[mode]["fusion"] = {}
-                by_weight: dict[float, list] = {}
+                sessions_of: dict[tuple[float, float], list] = {}
                 for share, lexical_weight in fusions:
                     variant = fusion(settings, share, lexical_weight)
                     turn = [turn_ranks(conn, by_key[q.conversation], q, variant, cached) for q in questions]
-                    if lexical_weight not in by_weight:  # session search has no min-match rule
-                        by_weight[lexical_weight] = [session_rank(conn, by_key[q.conversation], q, limits, variant,
-                                                                  cached) for q in questions]
+                    if (share, lexical_weight) not in sessions_of:
+                        sessions_of[share, lexical_weight] = [
+                            session_rank(conn, by_key[q.conversation], q, limits, variant, cached) for q in questions]
                     results[mode]["fusion"][f"{share:g}:{lexical_weight:g}"] = {
-                        "turn": turn, "session": by_weight[lexical_weight]}
+                        "turn": turn, "session": sessions_of[share, lexical_weight]}
             if kind == "hybrid":
                 # Each list alone, for the fused lists to be compared with: the vector list of
                 # search_history (exact, under the same predicates) and of session search.

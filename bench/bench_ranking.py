@@ -183,7 +183,7 @@ AGENT_FOR = {"grand-hotel": ("concierge", "slack", "grand-hotel"), "acme": ("sre
 CUTS = (1, 5, 10, 20)
 # Fusion variants compared in `quality` (and in bench_quality.py on LoCoMo): (min-match share of
 # the query's idf for search_history's fused lexical list, lexical RRF weight).
-FUSIONS = [(0.5, 1.0), (0.0, 1.0), (0.0, 1.5), (0.25, 1.0), (0.25, 1.5)]
+FUSIONS = [(0.5, 1.0), (0.0, 1.0), (0.0, 1.5), (0.25, 1.0), (0.25, 1.5), (0.35, 1.0)]
 
 
 def dialogue_line(dialogue, now: datetime) -> ingest.ImportLine:
@@ -249,10 +249,10 @@ def counting_terms():
 
 
 def fusion(settings, share: float | None = None, lexical_weight: float | None = None):
-    """`settings` with search_history's min-match share and/or the lexical RRF weight replaced."""
+    """`settings` with both searches' min-match share and/or the lexical RRF weight replaced."""
     update = {}
     if share is not None:
-        update["hybrid_min_match_share"] = share
+        update["hybrid_min_match_share"] = update["hybrid_session_min_match_share"] = share
     if lexical_weight is not None:
         update["hybrid_lexical_weight"] = lexical_weight
     return settings.model_copy(update=update)
