@@ -252,18 +252,12 @@ class Settings(BaseSettings):
         ),
     )
     hybrid_min_match_share: float = Field(
-        default=0.25, ge=0, le=1,
-        description=(
-            "search_history, hybrid: a message enters the lexical list fused with the vector list "
-            "only when it matches this share of the query's words, each weighted by its idf (queries "
-            "of 3 words or more); 0 fuses every lexical match."),
-    )
-    hybrid_session_min_match_share: float = Field(
         default=0.35, ge=0, le=1,
         description=(
-            "Session search, hybrid: a conversation enters the content list fused with the vector "
-            "list only when its messages hold this share of the query's words, each weighted by its "
-            "idf (queries of 3 words or more); 0 fuses every content match."),
+            "Hybrid search, queries of 3 words or more: a message enters search_history's lexical "
+            "list fused with the vector list, and a conversation session search's, only when it "
+            "holds this share of the query's words, each weighted by its idf; 0 fuses every "
+            "lexical match."),
     )
     hybrid_lexical_weight: float = Field(
         default=1.0, gt=0, le=10,

@@ -252,7 +252,7 @@ def fusion(settings, share: float | None = None, lexical_weight: float | None = 
     """`settings` with both searches' min-match share and/or the lexical RRF weight replaced."""
     update = {}
     if share is not None:
-        update["hybrid_min_match_share"] = update["hybrid_session_min_match_share"] = share
+        update["hybrid_min_match_share"] = share
     if lexical_weight is not None:
         update["hybrid_lexical_weight"] = lexical_weight
     return settings.model_copy(update=update)

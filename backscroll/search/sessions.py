@@ -321,14 +321,13 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
 
 def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Ranking,
                  settings: Settings | None) -> float:
-    """How much of the query's idf a conversation must hold to enter the fused content list
-    (hybrid_session_min_match_share of it), for a query of ranking.MIN_MATCH_TERMS terms or more,
-    with BM25 (whose idf the coverage is counted in). search_history asks its messages for a share
-    of their own (hybrid_min_match_share): a message holds fewer of a question's words than a
-    conversation does, and each share was chosen on LoCoMo and the labelled sets."""
+    """How much of the query's idf a conversation must hold to enter the fused content list: the
+    share search_history's fused lexical list asks of a message (hybrid_min_match_share), for a
+    query of ranking.MIN_MATCH_TERMS terms or more, with BM25 (whose idf the coverage is counted
+    in)."""
     if len(terms) < ranking.MIN_MATCH_TERMS or rank.method != "bm25":
         return 0.0
-    return setting(settings, "hybrid_session_min_match_share") * stats.idf_mass() - 1e-9
+    return setting(settings, "hybrid_min_match_share") * stats.idf_mass() - 1e-9
 
 
 def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], matches: int, docs: int,

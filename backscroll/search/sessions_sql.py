@@ -193,7 +193,7 @@ content_ranked as (
 """
 SEARCH_FUSION = compose("""
 -- Fused with the vector list, a conversation enters the content list only when its messages hold
--- `min_covered` of the query's idf (hybrid_session_min_match_share of it, for a query of three terms or
+-- `min_covered` of the query's idf (hybrid_min_match_share of it, for a query of three terms or
 -- more): a question's function words alone must not buy a rank that outranks what the vectors
 -- found. Ranked again among those that enter; unfused, every content match enters.
 content_fused as (

