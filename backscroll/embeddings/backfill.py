@@ -12,8 +12,8 @@ finds what the first skipped (a message locked by a writer at the time, or impor
 position) and is cheap when there is nothing left; the run is finished when a round stores nothing.
 A message that also has an outbox job (written while the model was registered) is embedded once:
 the backfill takes the job with the batch and settles it, or, when the worker already holds it,
-leaves the message to the worker. A text the server refuses is handed to the outbox with its error, where the worker retries it and
-parks it if it keeps failing. While the server is unreachable the run waits and tries again.
+leaves the message to the worker. A text the server refuses is handed to the outbox with its
+error, where the worker retries it and parks it if it keeps failing. While the server is unreachable the run waits and tries again.
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ TEXT_MAX_CHARS = 4000
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"recency": 0.25, "requester_spoke": 0.25, "same_conversation": 0.1}
 # Fused with a vector list, a message enters the lexical list only when it matches at least
-# `hybrid_min_match_share` of a query of ranking.MIN_MATCH_TERMS terms or more, each term weighted by its
-# idf (so "what", "did" and "the" count for almost nothing, and a rare name for much). The words
+# `hybrid_min_match_share` of a query of ranking.MIN_MATCH_TERMS terms or more, each term weighted
+# by its idf (so "what", "did" and "the" count for almost nothing, and a rare name for much). The words
 # are OR'd (an agent's query is a sentence), and rank fusion sees ranks, not scores: with no rule
 # at all, messages that share only "of" and "room" with "bathtub overflow soaked ceiling of room
 # below" outrank the one the vector list found; with half the query's idf required, a 10-word
@@ -184,9 +184,9 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
 
 
 def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> dict:
-    """A fused search's lexical list admits only messages matching half the query's (weighted)
-    words, when it has ranking.MIN_MATCH_TERMS of them: the parameters that say so (none for shorter
-    queries). A term no message contains still counts (a query whose words mostly occur nowhere
+    """A fused search's lexical list admits only messages matching `share` of the query's
+    (weighted) words, when it has ranking.MIN_MATCH_TERMS of them: the parameters that say so
+    (none for shorter queries, or a share of 0). A term no message contains still counts (a query whose words mostly occur nowhere
     is a paraphrase: its lexical list should be strict), but as a term of one message, not as
     more than any term that does occur."""
     if len(terms) < ranking.MIN_MATCH_TERMS or share <= 0:
@@ -273,7 +273,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
         "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"), "vector_ids": [], "fused": False, "min_mass": 0.0,
+        "rrf_k": hybrid.RRF_K, "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"),
+        "vector_ids": [], "fused": False, "min_mass": 0.0,
         "term_weights": [0.0] * len(terms),
         "gen_terms": generating, "pool": rank.pool or None, "since": since,
         "walk": ranking.walk_window(since, matches, stats.docs, rank.pool), **stats.params(rank),

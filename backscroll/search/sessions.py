@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 
 import psycopg
 from psycopg import sql
@@ -222,8 +221,11 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     # candidates are read); BM25's statistics are the workspace's.
     chosen = ranking.generating_terms(mine.term_df, rank.pool)
     generating = [words.positive[i] for i in chosen]
-    searching = any(mine.term_has_lexemes) or any(stats.term_has_lexemes)
-    since = _recent_window_start(conn, scope, agents, sum(mine.term_df[i] for i in chosen), mine.docs, rank)
+    searching = any(stats.term_has_lexemes)  # lexemes depend on the configuration alone
+    # A common word: content candidates are read from the window of the reader's agents' recent
+    # messages that holds about the pool's worth of matches (own conversations windowed alike).
+    since = ranking.recent_window_start(conn, scope.workspace_id, agents, sum(mine.term_df[i] for i in chosen),
+                                        mine.docs, rank.pool)
     params = {
         "ws": scope.workspace_id,
         "actor": scope.actor_id,
@@ -328,17 +330,6 @@ def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Rank
     if len(terms) < ranking.MIN_MATCH_TERMS or rank.method != "bm25":
         return 0.0
     return setting(settings, "hybrid_min_match_share") * stats.idf_mass() - 1e-9
-
-
-def _recent_window_start(conn: psycopg.Connection, scope: Scope, agents: list[int], matches: int, docs: int,
-                         rank: ranking.Ranking) -> datetime | None:
-    """Where the window of recent messages starts when the generating terms' matches in the
-    reader's agents (`matches` of their `docs`) exceed the pool (a common word): content
-    candidates are read from that window only; the reader's own conversations with other agents
-    are windowed alike."""
-    if rank.pool <= 0 or not agents:
-        return None
-    return ranking.recent_window_start(conn, scope.workspace_id, agents, matches, docs, rank.pool)
 
 
 def _search_position(position: object) -> list:
