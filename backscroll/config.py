@@ -46,11 +46,30 @@ class Settings(BaseSettings):
         description="Longest a single API query may run before PostgreSQL cancels it (503).",
     )
     text_search_config: str = Field(
-        default="simple", pattern=r"^[a-z_][a-z0-9_.]{0,126}$",
+        default="multilingual", pattern=r"^[a-z_][a-z0-9_.]{0,126}$",
         description=(
-            "Text search configuration of workspaces created without --ts-config: `simple` (no stemming, "
-            "any language) or one PostgreSQL ships (english, french, german, ...). The SearchIndex's "
-            "spec.textSearchConfig sets it."),
+            "Text search configuration of workspaces created without --ts-config: `multilingual` (the "
+            "words as written plus the stems of each message's own detected language), `simple` (the "
+            "words as written, no stemming) or one PostgreSQL ships, pinned for every message "
+            "(english, french, german, ...). The SearchIndex's spec.textSearchConfig sets it."),
+    )
+    search_languages: str = Field(
+        default="", pattern=r"^[a-z, ]*$",
+        description=(
+            "Languages, comma-separated ISO 639-1 codes (en,fr,de), the detector may assign a message, for the "
+            "`multilingual` configuration; a query word is also read through each one's stemmer. "
+            "Empty: every language the detector knows and this PostgreSQL can stem (backscroll "
+            "languages lists them)."),
+    )
+    language_min_confidence: float = Field(
+        default=0.5, ge=0, le=1,
+        description=(
+            "Least confidence (0-1) at which a message's detected language is kept; below it the "
+            "message is indexed by its words alone (too short to tell: 'ok', 'thanks!')."),
+    )
+    language_batch_size: int = Field(
+        default=2000, ge=1,
+        description="Messages whose language the maintenance thread detects per transaction (messages written without it).",
     )
     search_ranking: Literal["bm25", "ts_rank_cd"] = Field(
         default="bm25",

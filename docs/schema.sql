@@ -191,14 +191,20 @@ AS $function$
         or backscroll_sealed_allows(o_conversation, o_kind, o_namespace, o_readers, d_conversation, d_kind, d_namespace)
 $function$;
 
--- backscroll_document(cfg regconfig, speaker_name text, body text)
-CREATE OR REPLACE FUNCTION public.backscroll_document(cfg regconfig, speaker_name text, body text)
+-- backscroll_document(cfg regconfig, lang regconfig, speaker_name text, body text)
+CREATE OR REPLACE FUNCTION public.backscroll_document(cfg regconfig, lang regconfig, speaker_name text, body text)
  RETURNS tsvector
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-    -- Only the first 100,000 characters are searchable: a tsvector is capped at 1 MB.
-    select setweight(to_tsvector(cfg, coalesce(speaker_name, '')), 'A') || to_tsvector(cfg, left(body, 100000))
+    select d.words
+           || case when cfg = 'multilingual'::regconfig and lang is not null
+                        and lang not in ('simple'::regconfig, 'multilingual'::regconfig)
+                   then setweight(ts_delete(to_tsvector(lang, left(body, 100000)), tsvector_to_array(d.words)), 'C')
+                   else ''::tsvector end
+      from (select setweight(to_tsvector(cfg, coalesce(speaker_name, '')), 'A')
+                   -- Only the first 100,000 characters are searchable: a tsvector is capped at 1 MB.
+                   || to_tsvector(cfg, left(body, 100000)) as words) d
 $function$;
 
 -- backscroll_embedding_audience_changed()
@@ -341,6 +347,15 @@ begin
     return folded;
 end $function$;
 
+-- backscroll_headline_config(cfg regconfig, lang regconfig)
+CREATE OR REPLACE FUNCTION public.backscroll_headline_config(cfg regconfig, lang regconfig)
+ RETURNS regconfig
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    select case when cfg = 'multilingual'::regconfig and lang is not null then lang else cfg end
+$function$;
+
 -- backscroll_identities_linked(p_agent bigint, a_namespace text, a_external text, b_namespace text, b_external text)
 CREATE OR REPLACE FUNCTION public.backscroll_identities_linked(p_agent bigint, a_namespace text, a_external text, b_namespace text, b_external text)
  RETURNS boolean
@@ -374,9 +389,9 @@ begin
         select new.id, new.conversation_id, conv.agent_id, conv.workspace_id, d.tsv,
                backscroll_body_length(d.tsv), new.created_at,
                case when conv.ts_config_next is not null
-                    then backscroll_document(conv.ts_config_next,
+                    then backscroll_document(conv.ts_config_next, new.language,
                                              case when conv.speaker_names_next then speaker end, new.body) end
-          from (select backscroll_document(conv.ts_config, case when conv.speaker_names then speaker end,
+          from (select backscroll_document(conv.ts_config, new.language, case when conv.speaker_names then speaker end,
                                            new.body) as tsv) d
         on conflict (message_id) do update
            set tsv = excluded.tsv, doc_len = excluded.doc_len, created_at = excluded.created_at,
@@ -559,19 +574,31 @@ end $function$;
 -- backscroll_or_query(cfg regconfig, terms text[])
 CREATE OR REPLACE FUNCTION public.backscroll_or_query(cfg regconfig, terms text[])
  RETURNS tsquery
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    select backscroll_or_query(cfg, terms, '{}'::regconfig[])
+$function$;
+
+-- backscroll_or_query(cfg regconfig, terms text[], stems regconfig[])
+CREATE OR REPLACE FUNCTION public.backscroll_or_query(cfg regconfig, terms text[], stems regconfig[])
+ RETURNS tsquery
  LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
 declare
     result tsquery;
     term text;
+    reading regconfig;
     part tsquery;
 begin
     foreach term in array coalesce(terms, '{}') loop
-        part := phraseto_tsquery(cfg, term);
-        if numnode(part) > 0 then
-            result := case when result is null then part else result || part end;
-        end if;
+        foreach reading in array backscroll_term_configs(cfg, term, coalesce(stems, '{}')) loop
+            part := phraseto_tsquery(reading, term);
+            if numnode(part) > 0 then
+                result := case when result is null then part else result || part end;
+            end if;
+        end loop;
     end loop;
     return result;
 end $function$;
@@ -636,9 +663,9 @@ CREATE OR REPLACE FUNCTION public.backscroll_reindex_speaker()
 AS $function$
 begin
     update message_search s
-       set tsv = backscroll_document(w.ts_config, case when w.speaker_names then new.display_name end, m.body),
+       set tsv = backscroll_document(w.ts_config, m.language, case when w.speaker_names then new.display_name end, m.body),
            tsv_next = case when w.ts_config_next is not null
-                           then backscroll_document(w.ts_config_next,
+                           then backscroll_document(w.ts_config_next, m.language,
                                                     case when w.speaker_names_next then new.display_name end, m.body)
                       end
       from messages m
@@ -657,6 +684,20 @@ AS $function$
     select coalesce(o_kind in ('members', 'external') and cardinality(o_readers) = 0
                     and o_conversation = d_conversation
                     and d_kind = o_kind and d_namespace = o_namespace, false)
+$function$;
+
+-- backscroll_term_configs(cfg regconfig, term text, stems regconfig[])
+CREATE OR REPLACE FUNCTION public.backscroll_term_configs(cfg regconfig, term text, stems regconfig[])
+ RETURNS regconfig[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    select case when cfg = 'multilingual'::regconfig and term !~ '\s' and length(to_tsvector(cfg, term)) = 1
+                then array[cfg] || array(select s from unnest(stems) with ordinality as x(s, i)
+                                          where length(to_tsvector(s, term)) = 1
+                                            and to_tsvector(s, term) <> to_tsvector(cfg, term)
+                                          order by x.i)
+                else array[cfg] end
 $function$;
 
 -- backscroll_touch_conversations()
@@ -692,7 +733,7 @@ CREATE TRIGGER message_search_forget_after_delete AFTER DELETE ON message_search
 CREATE TRIGGER message_search_indexable_after_update AFTER UPDATE OF tsv ON message_search FOR EACH ROW WHEN ((old.tsv <> ''::tsvector) IS DISTINCT FROM (new.tsv <> ''::tsvector)) EXECUTE FUNCTION backscroll_embedding_indexable_changed();
 CREATE TRIGGER messages_embeddings_audience_after_update AFTER UPDATE OF audience_kind, conversation_id ON messages FOR EACH ROW WHEN (old.audience_kind IS DISTINCT FROM new.audience_kind OR old.conversation_id IS DISTINCT FROM new.conversation_id) EXECUTE FUNCTION backscroll_embedding_audience_changed();
 CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
-CREATE TRIGGER messages_index_after_update AFTER UPDATE OF body, state, role, created_at, speaker_actor_id ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
+CREATE TRIGGER messages_index_after_update AFTER UPDATE OF body, state, role, created_at, speaker_actor_id, language ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
 CREATE TRIGGER messages_reembed_after_update AFTER UPDATE OF body, speaker_actor_id ON messages FOR EACH ROW WHEN (old.body IS DISTINCT FROM new.body OR old.speaker_actor_id IS DISTINCT FROM new.speaker_actor_id) EXECUTE FUNCTION backscroll_reembed_message();
 CREATE TRIGGER messages_stamp_before_update BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_message_stamp();
 CREATE TRIGGER messages_touch_after_delete AFTER DELETE ON messages REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION backscroll_recompute_conversations();
@@ -719,6 +760,7 @@ CREATE INDEX message_search_agent_tsv ON public.message_search USING gin (agent_
 CREATE INDEX message_search_conversation_cover ON public.message_search USING btree (conversation_id) INCLUDE (message_id);
 CREATE INDEX message_search_workspace_recent ON public.message_search USING btree (workspace_id, created_at DESC) INCLUDE (agent_id);
 CREATE INDEX messages_conversation ON public.messages USING btree (conversation_id, created_at, id);
+CREATE INDEX messages_language_pending ON public.messages USING btree (id) WHERE (language IS NULL);
 CREATE INDEX messages_speaker ON public.messages USING btree (speaker_actor_id, conversation_id);
 CREATE INDEX search_audit_turn ON public.search_audit USING btree (turn_id);
 CREATE INDEX search_doc_deltas_agent ON public.search_doc_deltas USING btree (agent_id);

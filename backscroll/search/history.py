@@ -260,7 +260,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
     speakers = _speakers(conn, turn, request.filters, requester_ids)
     terms = split_terms(request.query)
-    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms)
+    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms, settings)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]
     matches = sum(stats.term_df[i] for i in chosen)

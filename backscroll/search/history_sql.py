@@ -171,9 +171,9 @@ VECTOR_SHAPES = {"exact": VECTOR_EXACT, "hnsw": VECTOR_HNSW, "public": VECTOR_PU
 # planner cannot flatten it into a join that reorders the rows.
 SEARCH_LEXICAL = compose("""
 q as (
-    select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[]) as tsq,
-           backscroll_or_query(%(cfg)s::regconfig, %(gen_terms)s::text[]) as gen_tsq,
-           array(select backscroll_or_query(%(cfg)s::regconfig, array[t])
+    select backscroll_or_query(%(cfg)s::regconfig, %(terms)s::text[], %(stems)s::regconfig[]) as tsq,
+           backscroll_or_query(%(cfg)s::regconfig, %(gen_terms)s::text[], %(stems)s::regconfig[]) as gen_tsq,
+           array(select backscroll_or_query(%(cfg)s::regconfig, array[t], %(stems)s::regconfig[])
                    from unnest(%(terms)s::text[]) as t) as each_term
 ),
 matches as materialized (

@@ -1,6 +1,9 @@
 """Upkeep of the lexical index, in the background: folding BM25 statistics and rebuilding a
 workspace's documents after its text search configuration (or speaker-name setting) changes.
 
+Messages written without their language (migration 0022) get it detected here too, a batch at a
+time, before any rebuild advances.
+
 A change is recorded on the workspace (`ts_config_next`, `speaker_names_next`); the documents
 are rebuilt into `message_search.tsv_next` in batches while search keeps answering from `tsv`
 with the current configuration; new messages get both documents from the indexing trigger.
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
+from ..config import Settings
 from ..errors import BadRequest, NotFound
+from ..language import SAMPLE_CHARS, detector
 
 log = logging.getLogger("backscroll.maintenance")
 
@@ -65,7 +70,8 @@ with batch as (
        for update of s skip locked
 )
 update message_search s
-   set tsv_next = backscroll_document(%(cfg)s::regconfig, case when %(names)s then a.display_name end, m.body)
+   set tsv_next = backscroll_document(%(cfg)s::regconfig, m.language, case when %(names)s then a.display_name end,
+                                      m.body)
   from batch b
   join messages m on m.id = b.message_id
   left join actors a on a.id = m.speaker_actor_id
@@ -80,11 +86,29 @@ select ts_config_next::text as cfg, speaker_names_next as names
 # under the workspace lock just before the swap.
 REBUILD_REST = """
 update message_search s
-   set tsv_next = backscroll_document(%(cfg)s::regconfig, case when %(names)s then a.display_name end, m.body)
+   set tsv_next = backscroll_document(%(cfg)s::regconfig, m.language, case when %(names)s then a.display_name end,
+                                      m.body)
   from messages m
   left join actors a on a.id = m.speaker_actor_id
  where s.workspace_id = %(ws)s and s.tsv_next is null and m.id = s.message_id
 """
+# Messages written without their language (before migration 0022, or by a path that did not
+# detect it): detected here, a batch at a time. Setting it rewrites the message's document through
+# the indexing trigger; vectors are not touched (nothing embedded changed).
+PENDING_LANGUAGES = """
+select m.id, left(m.body, %(sample)s) as body
+  from messages m
+ where m.language is null
+ order by m.id
+ limit %(batch)s
+   for update of m skip locked
+"""
+SET_LANGUAGES = """
+update messages m set language = x.language::regconfig
+  from unnest(%(ids)s::bigint[], %(languages)s::text[]) as x(id, language)
+ where m.id = x.id
+"""
+COUNT_PENDING_LANGUAGES = "select count(*) as n from messages where language is null"
 SWAP_DOCUMENTS = """
 update message_search
    set tsv = tsv_next, doc_len = backscroll_body_length(tsv_next), tsv_next = null
@@ -166,6 +190,40 @@ def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None =
     return language(conn, slug)
 
 
+def detect_languages(conn: psycopg.Connection, batch: int, settings: Settings | None = None) -> int:
+    """Detect the language of up to `batch` messages written without it; how many were set."""
+    detect = detector(conn, settings)
+    with conn.transaction():
+        rows = conn.execute(PENDING_LANGUAGES, {"batch": batch, "sample": SAMPLE_CHARS}).fetchall()
+        if rows:
+            conn.execute(SET_LANGUAGES, {"ids": [r["id"] for r in rows],
+                                         "languages": detect.detect_all([r["body"] for r in rows])})
+    return len(rows)
+
+
+def fill_languages(conn: psycopg.Connection, batch: int, settings: Settings | None = None, *,
+                   progress: bool = False) -> int:
+    """Detect every missing language (`backscroll reindex`), with a progress bar if asked."""
+    bar = None
+    if progress:
+        pending = conn.execute(COUNT_PENDING_LANGUAGES).fetchone()["n"]
+        if pending:
+            from tqdm import tqdm
+
+            bar = tqdm(total=pending, unit="msg", desc="detect languages")
+    total = 0
+    while True:
+        n = detect_languages(conn, batch, settings)
+        total += n
+        if bar is not None:
+            bar.update(n)
+        if n < batch:
+            break
+    if bar is not None:
+        bar.close()
+    return total
+
+
 @dataclass
 class Step:
     workspace: str | None = None
@@ -241,16 +299,21 @@ def reindex(conn: psycopg.Connection, batch: int, *, progress: bool = False) -> 
 class Maintenance:
     """The API's background thread: fold statistics, advance rebuilds, sleep, repeat."""
 
-    def __init__(self, database_url: str, interval_s: float, batch: int):
+    def __init__(self, database_url: str, interval_s: float, batch: int, settings: Settings | None = None):
         self.url = database_url
         self.interval_s = interval_s
         self.reindexer = Reindexer(batch)
+        self.settings = settings
+        self.language_batch = settings.language_batch_size if settings is not None else batch
         self.stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run_once(self, conn: psycopg.Connection, budget_s: float | None = None) -> None:
         fold(conn)
         deadline = time.monotonic() + (budget_s if budget_s is not None else self.interval_s)
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            if detect_languages(conn, self.language_batch, self.settings) < self.language_batch:
+                break
         while not self.stop.is_set() and time.monotonic() < deadline:
             step = self.reindexer.step(conn)
             if step.workspace is None or step.swapped:

@@ -29,10 +29,13 @@ from datetime import datetime
 
 import psycopg
 
+from .. import language
 from ..config import Settings
 from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")
+# The configuration whose documents add each message's own stems (migration 0022).
+MULTILINGUAL = "multilingual"
 # Fused with a vector list, a query of this many terms or more asks its lexical matches to hold a
 # share of its idf (hybrid_min_match_share): both searches' rule.
 MIN_MATCH_TERMS = 3
@@ -62,8 +65,9 @@ class Ranking:
 
     @property
     def rank_weights(self) -> list[float]:
-        """ts_rank_cd's weights {D, C, B, A}: the body at its default (0.1), the name scaled alike."""
-        return [0.1, 0.2, 0.4, 0.1 * self.speaker_weight]
+        """ts_rank_cd's weights {D, C, B, A}: the body and its stems (C) at the body's default
+        (0.1), the name scaled alike."""
+        return [0.1, 0.1, 0.4, 0.1 * self.speaker_weight]
 
 
 # The scope's documents and their total length (folded counts plus pending deltas): exact, and a
@@ -78,13 +82,17 @@ select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigi
 
 # Everything BM25 and the candidate bound need, in one round trip: each term's lexemes in the
 # workspace's configuration (a quoted phrase has several; a word the configuration drops as a
-# stopword has none), each lexeme's document frequency over the agents (folded counts plus
-# pending deltas), and the agents' documents and total length.
+# stopword has none) and, for a word read through stemmers too (backscroll_term_configs), its
+# alternative forms; each lexeme's document frequency over the agents (folded counts plus
+# pending deltas); and the agents' documents and total length.
 QUERY_STATS = compose("""
 with terms as (
-    select t.i,
-           array(select distinct u.lexeme from unnest(to_tsvector(%(cfg)s::regconfig, t.term)) u order by 1) as lexemes
+    select t.i, cardinality(c.configs) > 1 as alternatives,
+           array(select distinct u.lexeme from unnest(c.configs) as r(cfg), unnest(to_tsvector(r.cfg, t.term)) u
+                  order by 1) as lexemes
       from unnest(%(terms)s::text[]) with ordinality as t(term, i)
+      cross join lateral (select backscroll_term_configs(%(cfg)s::regconfig, t.term, %(stems)s::regconfig[])
+                                 as configs) c
 ),
 df as (
     select l.lexeme,
@@ -97,6 +105,7 @@ df as (
 docs as (<<SCOPE_DOCS>>)
 select d.docs, d.total_len,
        (select coalesce(json_agg(t.lexemes order by t.i), '[]') from terms t) as per_term,
+       (select coalesce(json_agg(t.alternatives order by t.i), '[]') from terms t) as alternatives,
        (select coalesce(json_object_agg(df.lexeme, df.df), '{}') from df) as df
   from docs d
 """, SCOPE_DOCS=SCOPE_DOCS.strip())
@@ -107,20 +116,24 @@ def bm25_scores(source: str) -> str:
     for a statement's `bm25` CTE."""
     # Each row's document is cut down to the query's lexemes first (ts_delete twice, in C), so
     # the per-row unnest costs the few lexemes that match, not the whole document. tf counts a
-    # lexeme's body positions (weight D) as 1 and its positions in the speaker's name (weight A)
-    # as speaker_weight.
+    # lexeme's positions in the body (weight D) and its stems (weight C, a lexeme apart from the
+    # words: migration 0022) as 1 and its positions in the speaker's name (weight A) as
+    # speaker_weight. A slot's forms ("researching", its stem "research") are alternatives: the
+    # slot scores by its best form, so a word is not counted twice for being held twice.
     return compose("""
 select x.message_id,
-       coalesce(sum(q.idf * u.tf * (%(k1)s + 1)
-                    / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * x.doc_len / %(avgdl)s))), 0)::float8 as bm25
+       coalesce((select sum(s.best)
+                   from (select max(q.idf * u.tf * (%(k1)s + 1)
+                                    / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * x.doc_len / %(avgdl)s))) as best
+                           from (select v.lexeme,
+                                        cardinality(v.weights)
+                                        - (1 - %(speaker_weight)s) * cardinality(array_positions(v.weights, 'A')) as tf
+                                   from unnest(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))) v) u
+                           join unnest(%(lexemes)s::text[], %(idf)s::float8[], %(slots)s::int[]) as q(lexeme, idf, slot)
+                             on q.lexeme = u.lexeme
+                          group by q.slot) s), 0)::float8 as bm25
   from <<BM25_SOURCE>> x
-  left join lateral (
-        select v.lexeme,
-               cardinality(v.weights) - (1 - %(speaker_weight)s) * cardinality(array_positions(v.weights, 'A')) as tf
-          from unnest(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))) v) u on true
-  left join unnest(%(lexemes)s::text[], %(idf)s::float8[]) as q(lexeme, idf) on q.lexeme = u.lexeme
  where %(bm25)s
- group by x.message_id
 """, BM25_SOURCE=source).strip()
 
 
@@ -211,23 +224,30 @@ def generating_terms(term_df: list[int], pool: int) -> list[int]:
 
 @dataclass(frozen=True)
 class QueryStats:
-    lexemes: list[str]
-    idf: list[float]
+    lexemes: list[str]          # the query's lexemes, by slot (a lexeme of two slots is listed twice)
+    idf: list[float]            # beside `lexemes`
     avgdl: float
     docs: int
-    term_df: list[int]          # per term: the smallest df of its lexemes (0 for no lexeme)
+    term_df: list[int]          # per term: how many documents it matches at least (0 for no lexeme)
     term_has_lexemes: list[bool]
-    df: tuple[int, ...] = ()    # per lexeme (beside `lexemes`)
+    df: tuple[int, ...] = ()    # beside `lexemes`
+    slots: tuple[int, ...] = ()  # beside `lexemes`: which slot each belongs to
+    stems: tuple[str, ...] = ()  # the configurations a word was read through (backscroll_term_configs)
 
     def idf_mass(self) -> float:
-        """The query's lexemes' idf summed, a lexeme no document holds counted as one document
-        would (not as more than any lexeme that occurs): the whole a share of it is taken of."""
-        return sum(idf(self.docs, max(n, 1)) for n in self.df)
+        """The query's slots' idf summed (a slot at its best form's), a lexeme no document holds
+        counted as one document would (not as more than any lexeme that occurs): the whole a share
+        of it is taken of."""
+        best: dict[int, float] = {}
+        for slot, n in zip(self.slots, self.df):
+            best[slot] = max(best.get(slot, 0.0), idf(self.docs, max(n, 1)))
+        return sum(best.values())
 
     def params(self, ranking: Ranking) -> dict:
         return {"bm25": ranking.method == "bm25", "k1": ranking.k1, "b": ranking.b,
                 "speaker_weight": ranking.speaker_weight, "rank_weights": ranking.rank_weights,
-                "lexemes": self.lexemes, "idf": self.idf, "avgdl": self.avgdl}
+                "lexemes": self.lexemes, "idf": self.idf, "slots": list(self.slots), "avgdl": self.avgdl,
+                "stems": list(self.stems)}
 
 
 def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:
@@ -235,21 +255,41 @@ def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:
     return int(conn.execute(SCOPE_DOCS, {"agents": agents}).fetchone()["docs"])
 
 
-def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str]) -> QueryStats:
-    """The statistics BM25 and the candidate bound need, for `terms` over `agents`."""
+def slots_of(per_term: list[list[str]], alternatives: list[bool]) -> list[frozenset[str]]:
+    """What BM25 sums over: a word read through stemmers is one slot of alternative forms; any
+    other term gives a slot per lexeme (each word of a phrase counts). The same slot twice is one."""
+    slots: list[frozenset[str]] = []
+    for lexemes, alternative in zip(per_term, alternatives):
+        for slot in ([frozenset(lexemes)] if alternative else [frozenset([lx]) for lx in lexemes]):
+            if slot and slot not in slots:
+                slots.append(slot)
+    return slots
+
+
+def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str],
+                settings: Settings | None = None) -> QueryStats:
+    """The statistics BM25 and the candidate bound need, for `terms` over `agents`; under
+    `multilingual`, a word is also read through the stemmers of the detector's languages."""
+    stems = language.stemmers(conn, settings) if cfg == MULTILINGUAL else []
     # Not prepared: with a workspace's many agents its generic plan is a 2 s scan (see db.py).
-    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents}).fetchone()
+    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents,
+                                       "stems": list(stems)}).fetchone()
     per_term: list[list[str]] = stats["per_term"]
+    alternatives: list[bool] = stats["alternatives"]
     df = {lx: int(n) for lx, n in stats["df"].items()}
-    lexemes = sorted(df)
     docs = int(stats["docs"])
     avgdl = (stats["total_len"] / docs) if docs else 1.0
+    pairs = [(lx, k) for k, slot in enumerate(slots_of(per_term, alternatives)) for lx in sorted(slot)]
     return QueryStats(
-        lexemes=lexemes,
-        idf=[idf(docs, df[lx]) for lx in lexemes],
+        lexemes=[lx for lx, _ in pairs],
+        idf=[idf(docs, df[lx]) for lx, _ in pairs],
         avgdl=max(avgdl, 1.0),
         docs=docs,
-        term_df=[min((df[lx] for lx in lxs), default=0) for lxs in per_term],
+        # A phrase matches no more documents than its rarest word; a word, at least as many as
+        # its most common form (its stem is in every document holding an inflection).
+        term_df=[(max if alt else min)((df[lx] for lx in lxs), default=0) for lxs, alt in zip(per_term, alternatives)],
         term_has_lexemes=[bool(lxs) for lxs in per_term],
-        df=tuple(df[lx] for lx in lexemes),
+        df=tuple(df[lx] for lx, _ in pairs),
+        slots=tuple(k for _, k in pairs),
+        stems=tuple(stems),
     )

@@ -213,10 +213,10 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
     workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
     words = search_box_terms(q)
-    cfg = scope.ts_config or "simple"
-    stats = ranking.query_stats(conn, workspace_agents, cfg, words.positive)
+    cfg = scope.ts_config or ranking.MULTILINGUAL
+    stats = ranking.query_stats(conn, workspace_agents, cfg, words.positive, settings)
     whole = sorted(agents) == sorted(workspace_agents)
-    mine = stats if whole else ranking.query_stats(conn, agents, cfg, words.positive)
+    mine = stats if whole else ranking.query_stats(conn, agents, cfg, words.positive, settings)
     # Candidates come from the rarest terms, by their frequency in the reader's agents (where the
     # candidates are read); BM25's statistics are the workspace's.
     chosen = ranking.generating_terms(mine.term_df, rank.pool)

@@ -108,9 +108,9 @@ select<<SESSION_COLUMNS>>
 # reading every sidecar row of every own conversation. A query with no positive term (`-rose`)
 # would match nearly everything the reader can see: it searches titles only (`searching` is
 # false, which the planner folds, so no content scan is even planned).
-TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(terms)s::text[])"
-GEN_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(gen_terms)s::text[])"
-NEG_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(negated)s::text[])"
+TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(terms)s::text[], %(stems)s::regconfig[])"
+GEN_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(gen_terms)s::text[], %(stems)s::regconfig[])"
+NEG_TSQUERY = "backscroll_or_query(%(ts_config)s::regconfig, %(negated)s::text[], %(stems)s::regconfig[])"
 SEARCH_TITLES = """
 title_hits as (
     select c.id, word_similarity(%(q)s, c.title) as score
@@ -157,17 +157,21 @@ content_matches as (
       from content_candidates x
       left join bm25 b on b.message_id = x.message_id
 ),
--- The idf of each query lexeme that some candidate of the conversation holds (each document cut
--- down to the query's lexemes first, as bm25_scores does).
+-- The idf of each slot of the query (a word, with its alternative forms) that some candidate of
+-- the conversation holds, at its best form held (each document cut down to the query's lexemes
+-- first, as bm25_scores does).
 coverage as (
-    select h.conversation_id, sum(q.idf) as covered
-      from (select distinct x.conversation_id, u.lexeme
-              from content_candidates x,
-                   unnest(tsvector_to_array(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))))
-                   as u(lexeme)
-             where %(bm25)s) h
-      join unnest(%(lexemes)s::text[], %(idf)s::float8[]) as q(lexeme, idf) on q.lexeme = h.lexeme
-     group by h.conversation_id
+    select c.conversation_id, sum(c.best) as covered
+      from (select h.conversation_id, max(q.idf) as best
+              from (select distinct x.conversation_id, u.lexeme
+                      from content_candidates x,
+                           unnest(tsvector_to_array(ts_delete(x.tsv, tsvector_to_array(ts_delete(x.tsv, %(lexemes)s::text[])))))
+                           as u(lexeme)
+                     where %(bm25)s) h
+              join unnest(%(lexemes)s::text[], %(idf)s::float8[], %(slots)s::int[]) as q(lexeme, idf, slot)
+                on q.lexeme = h.lexeme
+             group by h.conversation_id, q.slot) c
+     group by c.conversation_id
 ),
 best_content as (
     select distinct on (m.conversation_id) m.conversation_id, m.message_id,
@@ -238,16 +242,15 @@ page as (
 select<<SESSION_COLUMNS>>,
        p.tier, p.score, p.content_score, p.on_title, p.on_content, p.on_semantic, p.message_id,
        case when p.message_id is not null then
-            ts_headline(%(ts_config)s::regconfig,
-                        translate(left(m.body, %(searchable)s), %(markers)s, ''),
-                        <<TSQUERY>>, %(headline_options)s)
+            ts_headline(h.cfg, translate(left(m.body, %(searchable)s), %(markers)s, ''),
+                        backscroll_or_query(h.cfg, %(terms)s::text[], %(stems)s::regconfig[]), %(headline_options)s)
        end as excerpt
   from page p
   join conversations c on c.id = p.id<<SESSION_JOINS>>
   left join messages m on m.id = p.message_id
+  cross join lateral (select backscroll_headline_config(%(ts_config)s::regconfig, m.language) as cfg) h
  order by p.tier desc, p.score desc, p.content_score desc, p.id desc
-""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS, TSQUERY=TSQUERY,
-   RRF=hybrid.rrf_sql("b.rank", "v.rank"))
+""", SESSION_COLUMNS=SESSION_COLUMNS, SESSION_JOINS=SESSION_JOINS, RRF=hybrid.rrf_sql("b.rank", "v.rank"))
 
 
 # One statement: titles, contents and the vector list handed in, fused (the lexical path).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import language
 from ..errors import BadRequest, Conflict, NotFound
 from ..vocabulary import ExternalId, Text
 from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
@@ -62,9 +63,10 @@ returning id
 INSERT_REPLY = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
                       audience_kind, audience_namespace, audience_readers, audience_inherited,
-                      history_message_ids, memory_ids)
+                      history_message_ids, memory_ids, language)
 select c.id, %(external_id)s, null, 'assistant', %(body)s, 'finished',
-       c.audience_kind, c.audience_namespace, c.audience_readers, true, %(history)s::bigint[], %(memories)s::bigint[]
+       c.audience_kind, c.audience_namespace, c.audience_readers, true, %(history)s::bigint[], %(memories)s::bigint[],
+       %(language)s::regconfig
   from conversations c where c.id = %(conversation)s
    for share of c
 returning id
@@ -162,7 +164,8 @@ def store_reply(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[in
             raise BadRequest("memory_ids: not memories of this agent", code="unknown_memory")
     history = evidence_ids(conn, turn_id)
     reply_id = conn.execute(INSERT_REPLY, {"conversation": turn.conversation_id, "external_id": reply.external_id,
-                                           "body": reply.body, "history": history, "memories": memories}
+                                           "body": reply.body, "history": history, "memories": memories,
+                                           "language": language.detector(conn).detect(reply.body)}
                             ).fetchone()["id"]
     conn.execute(INSERT_REPLY_EVIDENCE, {"id": reply_id, "ref": f"turn:{turn_id}"})
     conn.execute(SET_REPLY, {"reply": reply_id, "turn": turn_id})

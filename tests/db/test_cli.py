@@ -14,7 +14,7 @@ def test_workspaces_create_and_list(cli_env, capsys):
     capsys.readouterr()
     with connect(cli_env) as conn:
         rows = conn.execute("select slug, name, ts_config::text as cfg from workspaces order by slug").fetchall()
-    assert rows == [{"slug": "acme", "name": "Acme Inc", "cfg": "simple"},
+    assert rows == [{"slug": "acme", "name": "Acme Inc", "cfg": "multilingual"},
                     {"slug": "de", "name": "de", "cfg": "german"}]
     assert cli.main(["workspaces", "list"]) == 0
     listed = capsys.readouterr().out.splitlines()

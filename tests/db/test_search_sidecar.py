@@ -47,7 +47,8 @@ def test_document_carries_the_conversation_agent_and_workspace(world):
     assert doc["conversation_id"] == c
     assert doc["agent_id"] == world.agent_id(WS, "concierge")
     assert doc["workspace_id"] == world.workspace(WS)
-    assert doc["tsv"] == "'booked':5 'is':4 'room':3 'rose':2 'the':1"
+    # The words as written (weight D), then the English stems that differ from them (weight C).
+    assert doc["tsv"] == "'book':10C 'booked':5 'is':4 'room':3 'rose':2 'the':1"
 
 
 def test_document_uses_the_workspace_text_search_configuration(world):
