@@ -211,12 +211,40 @@ def _print_language(state) -> None:
 
 
 def cmd_reindex(args, settings: Settings) -> int:
-    from .search.maintenance import fold, reindex
+    from .search.maintenance import fill_languages, fold, reindex
 
     with _conn(settings) as conn:
+        detected = fill_languages(conn, settings.language_batch_size, settings, progress=not args.quiet)
         swapped = reindex(conn, settings.reindex_batch_size, progress=not args.quiet)
         folded = fold(conn)
-    print(f"reindexed: {', '.join(swapped) or 'nothing pending'}; {folded:,} statistics deltas folded")
+    print(f"reindexed: {', '.join(swapped) or 'nothing pending'}; {detected:,} messages' languages detected; "
+          f"{folded:,} statistics deltas folded")
+    return 0
+
+
+LANGUAGE_COUNTS = """
+select coalesce(m.language::text, '(not yet detected)') as language, count(*) as n
+  from messages m
+ group by 1 order by 2 desc, 1
+"""
+
+
+def cmd_languages(args, settings: Settings) -> int:
+    from .errors import BackscrollError
+    from .language import SNOWBALL, detector
+
+    with _conn(settings) as conn:
+        try:
+            found = detector(conn, settings)
+        except BackscrollError as exc:
+            raise SystemExit(f"backscroll: {exc.message}") from None
+        counts = {r["language"]: r["n"] for r in conn.execute(LANGUAGE_COUNTS).fetchall()}
+    print(f"detected (confidence >= {found.min_confidence:g}) and stemmed under `multilingual`: "
+          f"{len(found.codes)} languages")
+    for code in found.codes:
+        print(f"  {code:<3} {SNOWBALL[code]:<12} {counts.pop(SNOWBALL[code], 0):>10,} messages")
+    for name, n in counts.items():
+        print(f"  {'':<3} {name:<12} {n:>10,} messages" + ("  (words only)" if name == "simple" else ""))
     return 0
 
 
@@ -374,13 +402,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("slug")
     p.add_argument("--name")
     p.add_argument("--ts-config", default=None,
-                   help="text search configuration (default: BACKSCROLL_TEXT_SEARCH_CONFIG, which defaults to simple)")
+                   help="text search configuration (default: BACKSCROLL_TEXT_SEARCH_CONFIG, which defaults to multilingual)")
     p.set_defaults(func=cmd_workspaces_create)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
     p = ws.add_parser("language", help="show or change a workspace's text search configuration (rebuilt in the background)")
     p.add_argument("slug")
-    p.add_argument("--ts-config", default=None, help="simple, english, french, german, ... (\\dF in psql lists them)")
+    p.add_argument("--ts-config", default=None,
+                   help="multilingual (each message stemmed in its own language), simple (no stemming), or one "
+                        "language for every message: english, french, german, ... (\\dF in psql lists them)")
     p.add_argument("--speaker-names", choices=["on", "off"], default=None,
                    help="put each message's speaker name into its document (weight class A)")
     p.add_argument("--wait", action="store_true", help="rebuild now, in the foreground, with a progress bar")
@@ -400,7 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", required=True, help="workspace slug")
     p.set_defaults(func=cmd_conversations_sealed)
 
-    p = sub.add_parser("reindex", help="run pending workspace rebuilds to their swap and fold BM25 statistics")
+    p = sub.add_parser("languages", help="the languages messages are stemmed in, and how many messages each holds")
+    p.set_defaults(func=cmd_languages)
+
+    p = sub.add_parser("reindex", help="detect missing message languages, run pending workspace rebuilds to their "
+                                       "swap and fold BM25 statistics")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reindex)
 

@@ -142,7 +142,7 @@ class SearchIndexSpec(_Model):
     image: str = Field(min_length=1)
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     database: Database
-    text_search_config: str = Field(default="simple", pattern=r"^[a-z_][a-z0-9_.]*$")
+    text_search_config: str = Field(default="multilingual", pattern=r"^[a-z_][a-z0-9_.]*$")
     ranking: Ranking = Field(default_factory=Ranking)
     api: Api = Field(default_factory=Api)
     worker: Worker = Field(default_factory=Worker)

@@ -55,3 +55,28 @@ def test_settings_hide_secrets(cli_env, capsys):
     assert "BACKSCROLL_DATABASE_URL" in out
     assert cli_env not in out
     assert "(set, hidden)" in out
+
+
+def test_languages_and_reindex_detect_what_was_written_without_one(cli_env, capsys):
+    """`backscroll languages` lists the stemmed languages and what the messages hold; `backscroll
+    reindex` detects the language of messages written without it (from before migration 0022)."""
+    from tests.world import open_world
+
+    w = open_world(cli_env)
+    try:
+        c = w.conversation("acme", "concierge", "t1")
+        w.message("acme", c, "The researchers presented their findings to the board", minute=1)
+        w.message("acme", c, "Les chercheuses ont présenté leurs recherches au conseil", minute=2)
+        w.conn.execute("update messages set language = null")
+    finally:
+        w.conn.close()
+    capsys.readouterr()
+    assert cli.main(["languages"]) == 0
+    out = capsys.readouterr().out
+    assert "(not yet detected)" in out and " 2 messages" in out
+    assert cli.main(["reindex", "--quiet"]) == 0
+    assert "2 messages' languages detected" in capsys.readouterr().out
+    assert cli.main(["languages"]) == 0
+    lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    assert lines["english"].split()[-2] == "1" and lines["french"].split()[-2] == "1"
+    assert "(not yet detected)" not in "".join(lines.values())
