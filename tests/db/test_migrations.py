@@ -212,3 +212,34 @@ def test_vectors_written_before_0014_get_their_public_agent_on_upgrade(empty_db_
     assert rows == {said_in_public: w.agent_id("acme", "concierge"), said_to_one: None}
     assert _exists(empty_db_url, "message_embeddings_public") and not _exists(empty_db_url, "messages_public")
     w.conn.close()
+
+
+def test_a_workspace_on_simple_moves_to_multilingual_without_a_rebuild(empty_db_url, tmp_path):
+    """0022: a `simple` document is a `multilingual` one whose language is not yet known, so the
+    workspace switches in place (documents unchanged, nothing pending); each message gains its
+    stems once its language is detected."""
+    from backscroll.search import maintenance
+    from tests.world import open_world
+
+    before = tmp_path / "sql"
+    before.mkdir()
+    for path in migrations_root().glob("*.sql"):
+        if int(path.name[:4]) <= 21:
+            shutil.copy(path, before / path.name)
+    migrate(empty_db_url, directory=before)
+    w = open_world(empty_db_url)
+    conv = w.conversation("acme", "concierge", "t1")
+    insert = ("insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace,"
+              " audience_readers) values (%s, 'user', %s, 'finished', 'workspace', 'web:demo', '{}') returning id")
+    said = w.conn.execute(insert, (conv, "our researchers presented their findings")).fetchone()["id"]
+    documents = "select message_id, tsv::text as tsv from message_search order by 1"
+    old = w.conn.execute(documents).fetchall()
+    assert w.conn.execute("select ts_config::text as c from workspaces").fetchone()["c"] == "simple"
+    assert [m.version for m in migrate(empty_db_url)][0] == 22
+    state = maintenance.language(w.conn, "acme")
+    assert (state.ts_config, state.reindexing) == ("multilingual", False)
+    assert w.conn.execute(documents).fetchall() == old
+    assert maintenance.fill_languages(w.conn, 10) == 1
+    assert "'research':" in w.conn.execute("select tsv::text as t from message_search where message_id = %s",
+                                          (said,)).fetchone()["t"]
+    w.conn.close()

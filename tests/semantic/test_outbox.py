@@ -208,3 +208,23 @@ def test_renaming_a_person_embeds_again_their_messages_and_no_one_elses(world, f
     world.conn.execute("update actors set display_name = 'Ada Lovelace' where external_id = 'U_A'")
     assert [v[0] for v in _vectors(world)] == [other]
     assert set(jobs(world)) == {renamed}
+
+
+def test_detecting_a_language_later_rewrites_documents_and_leaves_every_vector_in_place(world, fake_model):
+    """Messages from before migration 0022 have no language: detecting it adds the stems to their
+    documents (a rewrite of each) and must not cost a single embedding call."""
+    from backscroll.search import maintenance
+
+    c = world.conversation(WS, "concierge", "t1")
+    ids = [world.message(WS, c, f"our researchers presented their findings, round {i}", speaker="U_A")
+           for i in range(4)]
+    world.conn.execute("update messages set language = null")
+    _embed_all(world, fake_model)
+    before = _vectors(world)
+    assert [v[0] for v in before] == ids
+    tsv_before = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
+    assert maintenance.fill_languages(world.conn, 3) == 4
+    tsv_after = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
+    assert all("'research':" in tsv_after[i] and "'research':" not in tsv_before[i] for i in ids)
+    assert _vectors(world) == before
+    assert jobs(world) == {}
