@@ -19,6 +19,8 @@ from .snowball import NONE, SNOWBALL
 
 # The first characters say the language as well as the whole text and bound the cost of a long one.
 SAMPLE_CHARS = 2000
+# A query is read as a sentence of its language (and its function words left out) from this many words.
+QUERY_MIN_WORDS = 3
 CONFIGS = "select cfgname::text as name from pg_ts_config where cfgname = any(%(names)s::text[])"
 
 _lock = threading.Lock()
@@ -44,6 +46,14 @@ class Detector:
 
     def detect_all(self, texts: list[str | None]) -> list[str]:
         return [self.detect(t) for t in texts]
+
+    def query_language(self, query: str) -> str | None:
+        """The stemming configuration of a query's language when it reads as a sentence
+        (QUERY_MIN_WORDS or more): a word or two says too little about its language."""
+        if len(query.split()) < QUERY_MIN_WORDS:
+            return None
+        found = self.detect(query)
+        return None if found == NONE else found
 
 
 _identifiers: dict[tuple[str, ...], object] = {}

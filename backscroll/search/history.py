@@ -259,7 +259,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
     speakers = _speakers(conn, turn, request.filters, requester_ids)
-    terms = split_terms(request.query)
+    terms = ranking.content_terms(conn, turn.ts_config, request.query, split_terms(request.query), settings)
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms, settings)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]

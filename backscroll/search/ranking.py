@@ -266,6 +266,31 @@ def slots_of(per_term: list[list[str]], alternatives: list[bool]) -> list[frozen
     return slots
 
 
+# The words of a query that are function words of its own language ("when", "did", "the"; "quand",
+# "le"), when the query reads as a sentence in one: left out under `multilingual`, as a pinned
+# language's configuration leaves them out. Quoted phrases and words no stemmer drops stay.
+FUNCTION_WORDS = """
+select array(select x.i - 1 from unnest(%(terms)s::text[]) with ordinality as x(t, i)
+              where x.t !~ '\\s' and length(to_tsvector(%(cfg)s::regconfig, x.t)) > 0
+                and length(to_tsvector(%(lang)s::regconfig, x.t)) = 0
+              order by x.i) as dropped
+"""
+
+
+def content_terms(conn: psycopg.Connection, cfg: str, query: str, terms: list[str],
+                  settings: Settings | None = None) -> list[str]:
+    """`terms` without the function words of the query's language (see FUNCTION_WORDS), under
+    `multilingual`; all of them when every one is a function word, or the language is unclear."""
+    if cfg != MULTILINGUAL or len(terms) < 2:
+        return terms
+    lang = language.detector(conn, settings).query_language(query)
+    if lang is None:
+        return terms
+    dropped = set(conn.execute(FUNCTION_WORDS, {"terms": terms, "cfg": cfg, "lang": lang}).fetchone()["dropped"])
+    kept = [t for i, t in enumerate(terms) if i not in dropped]
+    return kept or terms
+
+
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str],
                 settings: Settings | None = None) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`; under

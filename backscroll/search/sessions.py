@@ -8,7 +8,7 @@ Nothing is filtered after a query returns, and no response counts what was hidde
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg
 from psycopg import sql
@@ -212,8 +212,9 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     # The query embedding is under way while the statistics and the recent window are read.
     pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
     workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
-    words = search_box_terms(q)
     cfg = scope.ts_config or ranking.MULTILINGUAL
+    typed = search_box_terms(q)
+    words = replace(typed, positive=ranking.content_terms(conn, cfg, q, typed.positive, settings))
     stats = ranking.query_stats(conn, workspace_agents, cfg, words.positive, settings)
     whole = sorted(agents) == sorted(workspace_agents)
     mine = stats if whole else ranking.query_stats(conn, agents, cfg, words.positive, settings)

@@ -224,3 +224,29 @@ def test_bm25_counts_each_word_once_by_its_best_form(world, monkeypatch):
             assert scores[m] == pytest.approx(s, rel=1e-6), m
     finally:
         get_settings.cache_clear()
+
+
+def test_a_question_leaves_out_the_function_words_of_its_language(world):
+    """A sentence reads in its language: its function words are left out, as a pinned language
+    leaves them out (Snowball's stopword lists, asked directly), and nothing else is."""
+    from backscroll.search import ranking
+
+    conn = world.conn
+
+    def stopword(cfg: str, word: str) -> bool:
+        return conn.execute("select length(to_tsvector(%s::regconfig, %s)) = 0 as s", (cfg, word)).fetchone()["s"]
+
+    question = "When did the researchers present their findings to the board"
+    kept = ranking.content_terms(conn, "multilingual", question, question.split())
+    assert kept == [w for w in question.split() if not stopword("english", w)]
+    assert "researchers" in kept and "When" not in kept and "the" not in kept
+    french = "Quand est-ce que les chercheuses ont présenté leurs recherches"
+    kept = ranking.content_terms(conn, "multilingual", french, french.split())
+    assert kept == [w for w in french.split() if not stopword("french", w)] and "que" not in kept
+    # Too short to tell its language, only function words, a phrase, a pinned configuration: as typed.
+    assert ranking.content_terms(conn, "multilingual", "the board", ["the", "board"]) == ["the", "board"]
+    assert ranking.content_terms(conn, "multilingual", "to be or not to be", "to be or not to be".split()) \
+        == "to be or not to be".split()
+    assert ranking.content_terms(conn, "multilingual", 'what did "the board" say about it',
+                                 ["what", "did", "the board", "say", "about", "it"]) == ["the board", "say"]
+    assert ranking.content_terms(conn, "simple", question, question.split()) == question.split()
