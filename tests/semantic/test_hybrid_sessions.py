@@ -119,13 +119,14 @@ def test_fused_content_list_admits_only_conversations_holding_the_share_of_the_q
     messages hold `hybrid_min_match_share` of a long query's idf, so a question's one
     common word does not outrank what the vectors found. Lexical alone, every content match is a hit."""
     backfill(db_url, e5)
-    # Of its idf (a word no message holds counted as one message would), the lunch conversation
-    # holds 40% ("is", "pizza", "lunch"), the front desk's 21% ("the", "for").
-    query = "which day is pizza served for the lunch"
+    # The question's English function words are left out ("which", "is", "for", "in", "our"); of
+    # the rest's idf (a word no message holds counted as one message would), the lunch
+    # conversation holds 40% ("pizza", "lunch"), the front desk's 20% ("room").
+    query = "which day is pizza served for lunch in our room"
     half = e5.model_copy(update={"hybrid_min_match_share": 0.3})
     lexical = _search(db_url, half.model_copy(update={"embeddings_model": None}), office["alice"], q=query)
     on_content = {s["id"] for s in lexical["sessions"] if "content" in s["match"]["on"]}
-    assert {office["ids"]["lunch"], office["ids"]["front_desk"]} <= on_content  # front desk: "the", "for"
+    assert {office["ids"]["lunch"], office["ids"]["front_desk"]} <= on_content  # front desk: "room"
     fused = _search(db_url, half, office["alice"], q=query)
     assert fused["mode"] == "hybrid"
     by_id = {s["id"]: s["match"]["on"] for s in fused["sessions"]}
