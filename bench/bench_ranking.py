@@ -320,6 +320,7 @@ def quality(args) -> int:
         return [s["id"] for s in page["sessions"]]
 
     def reconfigure(ts_config: str, names: bool) -> None:
+        maintenance.fill_languages(conn, 5000)  # messages the demo loader wrote without one
         for ws_slug in AGENT_FOR:
             maintenance.request_reindex(conn, ws_slug, ts_config, names)
         maintenance.reindex(conn, 5000)
@@ -372,7 +373,12 @@ def quality(args) -> int:
                         ("BM25, english, names", Ranking())]:
         lexical_run(label, rank)
         configurations.append(label)
-    reconfigure("simple", True)
+    # The default configuration (migration 0022), which the hybrid rows below run on.
+    reconfigure("multilingual", True)
+    for label, rank in [("ts_rank_cd, multilingual, names", Ranking(method="ts_rank_cd", pool=0)),
+                        ("BM25, multilingual, names (default)", Ranking())]:
+        lexical_run(label, rank)
+        configurations.append(label)
 
     texts_n = conn.execute("select count(*) as n from message_search where tsv <> ''::tsvector").fetchone()["n"]
     with LocalEmbeddings() as server:
@@ -387,7 +393,7 @@ def quality(args) -> int:
             target = conversation_of[f"eval-{q.target}"]
             ws = destinations[ws_slug][0]
             agents = destinations[ws_slug][3]
-            cfg = "simple"
+            cfg = conn.execute("select ts_config::text as c from workspaces where id = %s", (ws,)).fetchone()["c"]
             scope = sessions.Scope(ws, -1, agents, None, [], cfg, tuple(agents))
             qv = hybrid.embed_query(conn, settings, ws, q.text, gateway=gateway)
             vec_s.append(rank_of([r["conversation_id"] for r in sessions.vector_candidates(conn, scope, agents, qv,

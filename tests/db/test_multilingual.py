@@ -17,6 +17,7 @@ from backscroll.config import Settings
 from backscroll.language import Detector
 from backscroll.search import history, maintenance, sessions
 from backscroll.search.cursor import CursorCodec
+from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
 from tests.world import World
 
@@ -25,6 +26,7 @@ AGENT = "concierge"
 CODEC = CursorCodec(b"k" * 32)
 # Stemming languages of the tests' detector: every stemmer PostgreSQL ships for these.
 CONFIGS = ("english", "french", "german", "spanish", "italian", "dutch")
+K1, B = Ranking().k1, Ranking().b
 
 
 def ids_for(w: World, q: str) -> list[int]:
@@ -191,7 +193,7 @@ def _reference(w: World, words: list[str]) -> dict[int, float]:
                 df = sum(1 for other in docs.values() if form in other)
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 tf = len(d[form])
-                best = max(best, idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length[m] / avgdl)))
+                best = max(best, idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length[m] / avgdl)))
             total += best
         if total:
             scores[m] = total
