@@ -47,7 +47,7 @@ from backscroll.store.migrate import migrate  # noqa: E402
 from backscroll.search.sqltext import compose  # noqa: E402
 
 DB_NAME = "backscroll_bench_history"
-CORPUS_VERSION = "h1"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds
+CORPUS_VERSION = "h2"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds
 TARGETS = {"rare": 10.0, "common": 50.0}  # ms, p50 of search_history with every predicate on
 DIGEST = bytes(32)  # the API passes a keyed HMAC of the query; its value costs nothing here
 

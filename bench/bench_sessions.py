@@ -45,7 +45,7 @@ from backscroll.store.db import start_embedded  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
 
 DB_NAME = "backscroll_bench"
-CORPUS_VERSION = "2"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds
+CORPUS_VERSION = "3"  # bump when corpus.py changes what a spec generates, so --reuse rebuilds
 
 TARGETS = {
     "rare": 5.0,     # ms, p50 of content search for a rare term

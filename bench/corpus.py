@@ -40,6 +40,8 @@ import psycopg
 RARE_TERM = "kestrelbrook"
 RARE_IDENTIFIER = "INC-482913"
 COMMON_TERM = "invoice"
+# The stemming configuration of each generated language (migration 0022's messages.language).
+STEMMERS = {"en": "english", "fr": "french", "de": "german"}
 TITLE_QUERY = "rose room"
 TITLE_PHRASE = "Rose Room"
 # Words that must come out of the generator only where they are planted.
@@ -777,7 +779,7 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
 
     with conn.transaction(), conn.cursor() as cur:
         _copy(cur, "workspaces", ["id", "slug", "name", "ts_config"],
-              ((w + 1, slug, slug.title(), "simple") for w, slug in enumerate(plan.ws_slugs)))
+              ((w + 1, slug, slug.title(), "multilingual") for w, slug in enumerate(plan.ws_slugs)))
         _copy(cur, "agents", ["id", "workspace_id", "slug", "name", "created_at"],
               ((w * n_ag + r + 1, w + 1, AGENTS[r], AGENTS[r].title(), T_END - SPAN - timedelta(days=1))
                for w in range(spec.workspaces) for r in range(n_ag)))
@@ -793,8 +795,10 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
                 c.audience[2], c.creator, c.created_at, c.created_at) for c in plan.conversations))
     progress(f"{len(plan.conversations):,} conversations, {len(plan.actor_rows):,} actors")
 
+    # Each message in its language, as the write path's detector would give it (the generator
+    # knows it): under `multilingual`, the product's default, the documents hold its stems.
     columns = ["id", "conversation_id", "external_id", "speaker_actor_id", "role", "body", "state",
-               "audience_kind", "audience_namespace", "audience_readers", "created_at", "updated_at"]
+               "audience_kind", "audience_namespace", "audience_readers", "created_at", "updated_at", "language"]
     if layer is not None:
         columns += ["history_message_ids", "memory_ids"]
 
@@ -823,7 +827,7 @@ def load(conn: psycopg.Connection, spec: Spec = Spec(), *, chunk: int = 50_000,
                 else:
                     speaker = None
                 row = (mid, c.id, f"{int(at.timestamp())}.{mi:06d}", speaker, role, body, state,
-                       c.audience[0], c.audience[1], c.audience[2], at, at)
+                       c.audience[0], c.audience[1], c.audience[2], at, at, STEMMERS[c.lang])
                 if layer is not None:
                     if role == "user":
                         row = row[:3] + (layer.speaker(ci, speaker),) + row[4:]
