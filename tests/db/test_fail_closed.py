@@ -12,13 +12,13 @@ import io
 import itertools
 import json
 import logging
-import shutil
 
 import pytest
 
 from backscroll.search import history, turns
 from backscroll.ingest import importer, writes as ingest
-from backscroll.store.migrate import migrate, migrations_root
+from backscroll.store.migrate import migrate
+from tests.migrations import migrations_through
 from tests.world import open_world
 
 KINDS = ["public", "workspace", "members", "external"]
@@ -113,11 +113,7 @@ def test_a_memory_formed_in_an_empty_reader_conversation_stays_in_it(world):
 
 
 def test_external_rows_stored_before_0018_stay_sealed_on_upgrade(empty_db_url, tmp_path, caplog):
-    before = tmp_path / "sql"
-    before.mkdir()
-    for path in migrations_root().glob("*.sql"):
-        if int(path.name[:4]) <= 17:
-            shutil.copy(path, before / path.name)
+    before = migrations_through(tmp_path, 17)
     migrate(empty_db_url, directory=before)
     w = open_world(empty_db_url)
     ws = w.workspace("acme")

@@ -12,6 +12,7 @@ import pytest
 
 from backscroll.errors import MigrationError
 from backscroll.store.migrate import ADVISORY_LOCK_ID, load_migrations, migrate, migrations_root, schema_version
+from tests.migrations import migrations_through
 
 SQL_FILES = sorted(p.name for p in migrations_root().glob("*.sql"))
 
@@ -189,11 +190,7 @@ def test_vectors_written_before_0014_get_their_public_agent_on_upgrade(empty_db_
     committed chunks); 0016 and 0017 then swap the indexes."""
     from tests.world import open_world
 
-    before = tmp_path / "sql"
-    before.mkdir()
-    for path in migrations_root().glob("*.sql"):
-        if int(path.name[:4]) <= 13:
-            shutil.copy(path, before / path.name)
+    before = migrations_through(tmp_path, 13)
     migrate(empty_db_url, directory=before)
     w = open_world(empty_db_url)
     public = w.conversation("acme", "concierge", "t1", audience={"kind": "public", "namespace": "slack:acme"})
@@ -221,11 +218,7 @@ def test_a_workspace_on_simple_moves_to_multilingual_without_a_rebuild(empty_db_
     from backscroll.search import maintenance
     from tests.world import open_world
 
-    before = tmp_path / "sql"
-    before.mkdir()
-    for path in migrations_root().glob("*.sql"):
-        if int(path.name[:4]) <= 21:
-            shutil.copy(path, before / path.name)
+    before = migrations_through(tmp_path, 21)
     migrate(empty_db_url, directory=before)
     w = open_world(empty_db_url)
     conv = w.conversation("acme", "concierge", "t1")

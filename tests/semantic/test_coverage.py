@@ -11,7 +11,6 @@ and goes.
 
 from __future__ import annotations
 
-import shutil
 import threading
 
 import psycopg
@@ -22,9 +21,10 @@ from backscroll.ingest import writes as ingest
 from backscroll.access.auth import Principal, TokenKind
 from backscroll.embeddings.backfill import Backfill
 from backscroll.search.cursor import CursorCodec
-from backscroll.store.migrate import migrate, migrations_root
+from backscroll.store.migrate import migrate
 from backscroll.embeddings.vectors import register_model
 from backscroll.embeddings.worker import Worker
+from tests.migrations import migrations_through
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, fake_settings
 from tests.world import open_world
 
@@ -336,11 +336,7 @@ def test_a_document_dropped_while_its_vector_is_being_stored_is_not_counted(db_u
 
 def test_the_migration_counts_what_is_already_there(pg_url, tmp_path):
     """Upgrading a database that already holds documents and vectors: 0020 fills the counters."""
-    before = tmp_path / "sql"
-    before.mkdir()
-    for f in sorted(migrations_root().glob("*.sql")):
-        if int(f.name[:4]) < 20:
-            shutil.copy(f, before / f.name)
+    before = migrations_through(tmp_path, 19)
     name = f"bs_coverage_upgrade_{tmp_path.name[-20:].replace('-', '_')}"
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(f"drop database if exists {name} with (force)")
