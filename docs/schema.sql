@@ -402,6 +402,41 @@ begin
     return null;
 end $function$;
 
+-- backscroll_index_messages()
+CREATE OR REPLACE FUNCTION public.backscroll_index_messages()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    -- KEY SHARE on the workspaces written to, as the row trigger took it: a reindex swap (which
+    -- locks the workspace FOR UPDATE) waits for this transaction, so no document is written in a
+    -- configuration the swap already left. In id order, so two bulk writers never wait in a circle.
+    perform 1
+       from workspaces w
+      where w.id in (select c.workspace_id from conversations c
+                      where c.id in (select a.conversation_id from added a))
+      order by w.id
+        for key share of w;
+    insert into message_search (message_id, conversation_id, agent_id, workspace_id, tsv, doc_len,
+                                created_at, tsv_next)
+    select n.id, n.conversation_id, c.agent_id, c.workspace_id, d.tsv, backscroll_body_length(d.tsv), n.created_at,
+           case when w.ts_config_next is not null
+                then backscroll_document(w.ts_config_next, n.language,
+                                         case when w.speaker_names_next then s.display_name end, n.body) end
+      from added n
+      join conversations c on c.id = n.conversation_id
+      join workspaces w on w.id = c.workspace_id
+      left join actors s on s.id = n.speaker_actor_id
+     cross join lateral (select backscroll_document(w.ts_config, n.language,
+                                                    case when w.speaker_names then s.display_name end, n.body) as tsv) d
+     where n.state = 'finished' and n.role in ('user', 'assistant')
+     order by n.id
+    on conflict (message_id) do update
+       set tsv = excluded.tsv, doc_len = excluded.doc_len, created_at = excluded.created_at,
+           tsv_next = excluded.tsv_next;
+    return null;
+end $function$;
+
 -- backscroll_lineage_allows(p_roots bigint[], p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
 CREATE OR REPLACE FUNCTION public.backscroll_lineage_allows(p_roots bigint[], p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
  RETURNS boolean
@@ -732,7 +767,7 @@ CREATE TRIGGER message_search_enqueue_after_insert AFTER INSERT ON message_searc
 CREATE TRIGGER message_search_forget_after_delete AFTER DELETE ON message_search REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION backscroll_embedding_forget();
 CREATE TRIGGER message_search_indexable_after_update AFTER UPDATE OF tsv ON message_search FOR EACH ROW WHEN ((old.tsv <> ''::tsvector) IS DISTINCT FROM (new.tsv <> ''::tsvector)) EXECUTE FUNCTION backscroll_embedding_indexable_changed();
 CREATE TRIGGER messages_embeddings_audience_after_update AFTER UPDATE OF audience_kind, conversation_id ON messages FOR EACH ROW WHEN (old.audience_kind IS DISTINCT FROM new.audience_kind OR old.conversation_id IS DISTINCT FROM new.conversation_id) EXECUTE FUNCTION backscroll_embedding_audience_changed();
-CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
+CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION backscroll_index_messages();
 CREATE TRIGGER messages_index_after_update AFTER UPDATE OF body, state, role, created_at, speaker_actor_id, language ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
 CREATE TRIGGER messages_reembed_after_update AFTER UPDATE OF body, speaker_actor_id ON messages FOR EACH ROW WHEN (old.body IS DISTINCT FROM new.body OR old.speaker_actor_id IS DISTINCT FROM new.speaker_actor_id) EXECUTE FUNCTION backscroll_reembed_message();
 CREATE TRIGGER messages_stamp_before_update BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_message_stamp();

@@ -132,3 +132,30 @@ def test_only_the_searchable_prefix_of_a_long_body_is_indexed(world):
     m = world.message(WS, c, body)
     tsv = _documents(world)[m]["tsv"]
     assert "'early'" in tsv and "'late'" not in tsv
+
+
+def test_a_bulk_insert_indexes_in_one_statement_and_counts_once_per_lexeme(world):
+    """Issue 19: a COPY of many messages writes one BM25 delta row per (agent, lexeme) for the
+    whole statement, not one per message, and the statistics stay exact."""
+    from tests.db.test_ranking import assert_statistics_exact
+
+    c = world.conversation(WS, "concierge", "t1")
+    world.conn.execute("select backscroll_fold_search_stats(1000000)")
+    world.conn.execute("delete from search_term_deltas")
+    rows = [(c, f"bulk-{i}", "user", f"the invoice for room {i % 7} is paid", "finished", "english")
+            for i in range(200)]
+    rows += [(c, "bulk-streaming", "user", "the invoice is half written", "streaming", "english"),
+             (c, "bulk-tool", "tool", "the invoice tool output", "finished", "english")]
+    with world.conn.transaction(), world.conn.cursor() as cur:
+        with cur.copy("copy messages (conversation_id, external_id, role, body, state, language, audience_kind, "
+                      "audience_namespace, audience_readers) from stdin") as copy:
+            for r in rows:
+                copy.write_row((*r, "workspace", "web:demo", "{}"))
+    docs = _documents(world)
+    assert len(docs) == 200  # finished user messages only
+    deltas = world.conn.execute("select agent_id, lexeme, count(*) as n, sum(delta) as df from search_term_deltas "
+                                "group by 1, 2").fetchall()
+    assert deltas and all(d["n"] == 1 for d in deltas)
+    assert {d["lexeme"]: d["df"] for d in deltas}["invoice"] == 200
+    assert {d["lexeme"]: d["df"] for d in deltas}["paid"] == 200
+    assert_statistics_exact(world)
