@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Annotated
 
 import psycopg
+from psycopg.types.json import Jsonb
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from .. import language
@@ -470,6 +471,96 @@ def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id:
     return row["id"], bool(row["created"])
 
 
+# Many messages of one conversation in one statement (an import line): the indexing trigger then
+# writes their documents, statistics deltas and embedding jobs once for the statement (migration
+# 0023). The same rules as INSERT_MESSAGE, row by row: a new external id is inserted, a streaming
+# message may still change, a finished one may not.
+INSERT_MESSAGES = """
+insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
+                      audience_kind, audience_namespace, audience_readers, audience_inherited, created_at,
+                      updated_at, history_message_ids, memory_ids, language)
+select %(conversation_id)s, r.external_id, r.speaker_actor_id, r.role, r.body, r.state,
+       r.audience_kind, r.audience_namespace, r.audience_readers, r.audience_inherited,
+       coalesce(r.created_at, now()), coalesce(r.created_at, now()), r.history_message_ids, r.memory_ids, r.language
+  from jsonb_to_recordset(%(rows)s::jsonb) as r(
+           ord integer, external_id text, speaker_actor_id bigint, role message_role, body text, state message_state,
+           audience_kind audience_kind, audience_namespace text, audience_readers text[], audience_inherited boolean,
+           created_at timestamptz, history_message_ids bigint[], memory_ids bigint[], language regconfig)
+ order by r.ord
+on conflict (conversation_id, external_id) do update
+   set body = excluded.body, state = excluded.state, role = excluded.role,
+       speaker_actor_id = excluded.speaker_actor_id, language = excluded.language
+ where messages.state = 'streaming'
+   and (messages.body, messages.state, messages.role, messages.speaker_actor_id)
+       is distinct from (excluded.body, excluded.state, excluded.role, excluded.speaker_actor_id)
+returning id, external_id, (xmax = 0) as created
+"""
+SELECT_MESSAGES_BY_KEY = """
+select m.id, m.external_id,
+       (m.body, m.role, m.speaker_actor_id) is not distinct from (r.body, r.role, r.speaker_actor_id)
+       and m.state = r.state as same
+  from jsonb_to_recordset(%(rows)s::jsonb) as r(external_id text, speaker_actor_id bigint, role message_role,
+                                                body text, state message_state)
+  join messages m on m.conversation_id = %(conversation_id)s and m.external_id = r.external_id
+"""
+INSERT_EVIDENCES = """
+insert into message_source_evidence (message_id, kind, reference)
+select r.id, r.kind, r.reference from jsonb_to_recordset(%(rows)s::jsonb) as r(id bigint, kind text, reference text)
+on conflict (message_id) do nothing
+"""
+
+
+def append_messages(conn: psycopg.Connection, workspace_id: int, conversation_id: int,
+                    messages: list[MessageIn]) -> list[tuple[int, bool]]:
+    """append_message for many messages of one conversation, in one statement; (id, created) of
+    each, in order. Messages without an external id, or one id twice, go one by one."""
+    keys = [m.external_id for m in messages]
+    if len(messages) < 2 or None in keys or len(set(keys)) < len(keys):
+        return [append_message(conn, workspace_id, conversation_id, m) for m in messages]
+    conv = conn.execute(SELECT_CONVERSATION_FOR_WRITE, {"id": conversation_id, "workspace_id": workspace_id}).fetchone()
+    if conv is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    namespace = conv["connector_namespace"]
+    inherited = {k: conv[k] for k in ("audience_kind", "audience_namespace", "audience_readers")}
+    speakers: dict[tuple, int] = {}
+    history: set[int] = set()
+    memories: set[int] = set()
+    detect = language.detector(conn)
+    rows = []
+    for i, msg in enumerate(messages):
+        speaker_id = None
+        if msg.speaker is not None:
+            key = (msg.speaker.namespace, msg.speaker.external_id, msg.speaker.display_name, msg.speaker.kind)
+            if key not in speakers:
+                speakers[key] = ensure_actor(conn, workspace_id, namespace, msg.speaker)
+            speaker_id = speakers[key]
+        history.update(msg.history_message_ids)
+        memories.update(msg.memory_ids)
+        rows.append({
+            "ord": i, "external_id": msg.external_id, "speaker_actor_id": speaker_id, "role": msg.role.value,
+            "body": msg.body, "state": msg.state.value,
+            "created_at": msg.created_at.isoformat() if msg.created_at else None,
+            "history_message_ids": sorted(set(msg.history_message_ids)), "memory_ids": sorted(set(msg.memory_ids)),
+            "audience_inherited": msg.audience is None, "language": detect.detect(msg.body),
+            **_audience_params(msg.audience, namespace, inherited),
+        })
+    check_provenance(conn, workspace_id, sorted(history), sorted(memories))
+    written = {r["external_id"]: (r["id"], bool(r["created"]))
+               for r in conn.execute(INSERT_MESSAGES, {"conversation_id": conversation_id, "rows": Jsonb(rows)})}
+    missing = [r for r in rows if r["external_id"] not in written]
+    if missing:
+        for r in conn.execute(SELECT_MESSAGES_BY_KEY, {"conversation_id": conversation_id, "rows": Jsonb(missing)}):
+            if not r["same"]:
+                raise Conflict(f"message {r['external_id']!r} is finished and can no longer change",
+                               code="message_finished")
+            written[r["external_id"]] = (r["id"], False)
+    evidence = [{"id": written[m.external_id][0], "kind": m.evidence.kind, "reference": m.evidence.reference}
+                for m in messages if m.evidence is not None and written[m.external_id][1]]
+    if evidence:
+        conn.execute(INSERT_EVIDENCES, {"rows": Jsonb(evidence)})
+    return [written[k] for k in keys]
+
+
 def check_provenance(conn: psycopg.Connection, workspace_id: int, history: list[int], memories: list[int]) -> None:
     """Provenance may only name messages and memories of the same workspace."""
     if history:
@@ -520,10 +611,7 @@ def import_line(conn: psycopg.Connection, workspace_id: int, line: ImportLine) -
         if stamps:
             line = line.model_copy(update={"created_at": min(stamps)})
     conv_id, _ = upsert_conversation(conn, workspace_id, line)
-    created = 0
-    for msg in line.messages:
-        if msg.external_id is None:
-            raise BadRequest("every imported message needs an external_id, so a re-run does not duplicate it")
-        _, was_created = append_message(conn, workspace_id, conv_id, msg)
-        created += was_created
-    return conv_id, created
+    if any(msg.external_id is None for msg in line.messages):
+        raise BadRequest("every imported message needs an external_id, so a re-run does not duplicate it")
+    written = append_messages(conn, workspace_id, conv_id, line.messages)
+    return conv_id, sum(created for _, created in written)

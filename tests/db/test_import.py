@@ -307,3 +307,29 @@ def test_cli_import_into_an_unknown_workspace_rejects_every_line(cli_env, capsys
     code, out, err = run_cli(capsys, "import", str(path), "--workspace", "nope", "--quiet")
     assert code == 1
     assert f"{path}:1: rejected: unknown workspace 'nope'" in err
+
+
+def test_a_line_is_written_in_one_statement_with_the_same_rules(conn):
+    """Issue 19: a line's messages go in one statement, so the sidecar, the BM25 deltas (one row
+    per lexeme, not per message) and the evidence are written once for the line; replays keep
+    their meaning: nothing twice, a streaming message may still finish."""
+    many = [message(f"m{i}", f"invoice {i} for the harbour office") for i in range(100)]
+    many.append(message("live", "half writ", state="streaming"))
+    conn.execute("select backscroll_fold_search_stats(1000000)")
+    report = importer.import_stream(conn, io.BytesIO(jsonl(conversation("c1", *many))), default_workspace=WS)
+    assert (report.messages_created, report.rejected) == (101, [])
+    ids = [r["id"] for r in conn.execute("select id from messages order by id")]
+    external = [r["external_id"] for r in conn.execute("select external_id from messages order by id")]
+    assert external == [m["external_id"] for m in many] and len(ids) == 101
+    assert conn.execute("select count(*) as n from message_source_evidence").fetchone()["n"] == 101
+    per_lexeme = conn.execute("select lexeme, count(*) as n, sum(delta) as df from search_term_deltas "
+                              "group by 1").fetchall()
+    assert {r["lexeme"]: (r["n"], r["df"]) for r in per_lexeme}["invoice"] == (1, 100)
+    # The same line again, its streaming message finished: one message changes, none is created.
+    many[-1] = message("live", "half written, now whole")
+    again = importer.import_stream(conn, io.BytesIO(jsonl(conversation("c1", *many))), default_workspace=WS)
+    assert (again.messages_created, again.rejected) == (0, [])
+    assert [r["id"] for r in conn.execute("select id from messages order by id")] == ids
+    assert conn.execute("select body, state::text as state from messages where external_id = 'live'").fetchone() \
+        == {"body": "half written, now whole", "state": "finished"}
+    assert conn.execute("select count(*) as n from message_search").fetchone()["n"] == 101
