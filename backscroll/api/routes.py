@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import status as search_status
 from ..access.auth import TokenKind
 from ..errors import BadRequest
-from ..ingest import links, memories
+from ..ingest import importer, links, memories
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
@@ -77,6 +79,49 @@ def append_message(request: Request, response: Response, svc: Svc, conversation_
     if not created:
         response.status_code = 200
     return {"id": msg_id, "created": created}
+
+
+class ImportAccepted(BaseModel):
+    line: int
+    conversation_id: int
+    messages_created: int
+
+
+class ImportRejected(BaseModel):
+    line: int
+    error: str
+
+
+class ImportResult(BaseModel):
+    lines: int = Field(description="Non-blank lines read")
+    conversations: int = Field(description="Lines that landed (a conversation each)")
+    messages_created: int
+    accepted: list[ImportAccepted]
+    rejected: list[ImportRejected] = Field(description="Lines that did not land, each with the reason; "
+                                                       "nothing of a rejected line is written")
+
+
+@router.post("/v1/import", tags=["ingest"], response_model=ImportResult,
+             summary="Bulk ingestion: many conversations and their messages, one JSON line each",
+             description=(
+                 "The body is NDJSON (`application/x-ndjson`): one conversation per line, with its "
+                 "messages, as `backscroll import` reads a file (the line's `workspace` may be left out; "
+                 "it is the token's). Each line lands whole or not at all, in order; a bad line is "
+                 "answered with its number and reason and the others still land. Idempotent: conversations "
+                 "and messages are keyed by their external ids, so a retried request creates nothing twice. "
+                 "A line's messages are written in one statement. Bodies are limited to 8 MiB: split "
+                 "larger loads."),
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/x-ndjson": {"schema": {"type": "string"}}}}})
+async def bulk_import(request: Request, svc: Svc) -> dict:
+    data = await request.body()
+    return await run_in_threadpool(_bulk_import, request, svc, data)
+
+
+def _bulk_import(request: Request, svc: Service, data: bytes) -> dict:
+    with svc.session(request, TokenKind.ingest) as (conn, principal):
+        report = importer.import_stream(conn, io.BytesIO(data), workspace_id=principal.workspace_id)
+    return report.as_dict()
 
 
 @router.patch("/v1/messages/{message_id}", tags=["ingest"], summary="Fill or finish a streaming message")

@@ -25,6 +25,12 @@ class ImportReport:
     conversations: int = 0
     messages_created: int = 0
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    accepted: list[tuple[int, int, int]] = field(default_factory=list)  # (line, conversation id, messages created)
+
+    def as_dict(self) -> dict:
+        return {"lines": self.lines, "conversations": self.conversations, "messages_created": self.messages_created,
+                "accepted": [{"line": n, "conversation_id": c, "messages_created": m} for n, c, m in self.accepted],
+                "rejected": [{"line": n, "error": reason} for n, reason in self.rejected]}
 
 
 def _reason(exc: Exception) -> str:
@@ -60,7 +66,10 @@ def import_stream(
     default_workspace: str | None = None,
     progress: Callable[[int], None] | None = None,
     rejects: TextIO | None = None,
+    workspace_id: int | None = None,
 ) -> ImportReport:
+    """Import JSON lines; with `workspace_id` (an ingest token's), every line lands there and a
+    line naming another workspace is rejected."""
     report = ImportReport()
     workspace_ids: dict[str, int] = {}
     for number, data in enumerate(stream, start=1):
@@ -73,14 +82,18 @@ def import_stream(
         try:
             line = ingest.ImportLine.model_validate(_parse(data))
             slug = line.workspace or default_workspace
-            if slug is None:
+            if slug is None and workspace_id is None:
                 raise BackscrollError("no workspace: give `workspace` on the line or --workspace")
             with conn.transaction():
-                if slug not in workspace_ids:
+                if slug is not None and slug not in workspace_ids:
                     workspace_ids[slug] = ingest.workspace_id_for(conn, slug)
-                _, created = ingest.import_line(conn, workspace_ids[slug], line)
+                target = workspace_ids[slug] if slug is not None else workspace_id
+                if workspace_id is not None and target != workspace_id:
+                    raise BackscrollError(f"workspace {slug!r}: this token writes to its own workspace only")
+                conv_id, created = ingest.import_line(conn, target, line)
             report.conversations += 1
             report.messages_created += created
+            report.accepted.append((number, conv_id, created))
         except Exception as exc:  # noqa: BLE001 - _reason re-raises what is not a bad line
             report.rejected.append((number, _reason(exc)))
             if rejects is not None:

@@ -206,3 +206,44 @@ def test_conversation_audience_defaults_and_members(db_url, world):
     rows = world.conn.execute("select id, audience_kind::text as kind, audience_readers as readers"
                               " from conversations order by id").fetchall()
     assert [(x["kind"], x["readers"]) for x in rows] == [("members", ["alice", "bob"]), ("members", ["carol"])]
+
+
+def _line(external_id: str, n: int, **extra) -> str:
+    import json
+
+    return json.dumps({
+        "agent": "concierge", "connector": {"type": "slack", "name": "acme"}, "external_id": external_id,
+        "title": f"Thread {external_id}", "audience": {"kind": "workspace"},
+        "messages": [{"external_id": f"{external_id}-{i}", "role": "user", "body": f"invoice {i} of {external_id}",
+                      "speaker": {"external_id": "alice"}} for i in range(n)], **extra})
+
+
+def test_bulk_import_lands_each_line_whole_and_answers_each(db_url, world):
+    """Issue 19: POST /v1/import takes NDJSON, one conversation per line; a bad line is answered
+    with its number and reason, the others land; a retried request creates nothing twice."""
+    ingest = world.token("ingest", "acme")
+    world.workspace("other")
+    body = "\n".join([_line("t1", 50), '{"agent": ', _line("t2", 3), _line("t3", 1, workspace="other"),
+                      _line("t4", 2), ""])
+    with client(db_url) as http:
+        h = {**bearer(ingest), "content-type": "application/x-ndjson"}
+        first = http.post("/v1/import", content=body.encode(), headers=h)
+        assert first.status_code == 200, first.text
+        result = first.json()
+        assert (result["lines"], result["conversations"], result["messages_created"]) == (5, 3, 55)
+        assert [a["line"] for a in result["accepted"]] == [1, 3, 5]
+        assert [r["line"] for r in result["rejected"]] == [2, 4]
+        assert "not valid JSON" in result["rejected"][0]["error"]
+        assert "its own workspace" in result["rejected"][1]["error"]
+        again = http.post("/v1/import", content=body.encode(), headers=h)
+        assert again.status_code == 200 and again.json()["messages_created"] == 0
+        assert [a["conversation_id"] for a in again.json()["accepted"]] == [a["conversation_id"]
+                                                                          for a in result["accepted"]]
+        reader = world.token("reader", "acme", actor="alice")
+        found = http.get("/v1/agent-sessions", params={"q": "invoice"}, headers=bearer(reader)).json()
+        # The wrong kind of token writes nothing.
+        refused = http.post("/v1/import", content=_line("t9", 1).encode(), headers=bearer(reader))
+    assert refused.status_code == 403
+    assert {s["external_id"] for s in found["sessions"]} == {"t1", "t2", "t4"}
+    assert _count(world, "messages") == 55
+    assert _count(world, "conversations", "workspace_id = %s", (world.workspace("other"),)) == 0
