@@ -183,7 +183,7 @@ AGENT_FOR = {"grand-hotel": ("concierge", "slack", "grand-hotel"), "acme": ("sre
 CUTS = (1, 5, 10, 20)
 # Fusion variants compared in `quality` (and in bench_quality.py on LoCoMo): (min-match share of
 # the query's idf for search_history's fused lexical list, lexical RRF weight).
-FUSIONS = [(0.5, 1.0), (0.0, 1.0), (0.0, 1.5), (0.25, 1.0), (0.25, 1.5), (0.35, 1.0)]
+FUSIONS = [(0.5, 1.0), (0.0, 1.0), (0.0, 1.5), (0.25, 1.0), (0.25, 1.5), (0.35, 1.0), (0.15, 1.0), (0.15, 1.5)]
 
 
 def dialogue_line(dialogue, now: datetime) -> ingest.ImportLine:

@@ -133,7 +133,7 @@ class Ranking(_Model):
     # are the API's own settings' bounds.
     method: Literal["bm25", "ts_rank_cd"] = "bm25"
     k1: float = Field(default=1.2, ge=0, le=10)
-    b: float = Field(default=0.75, ge=0, le=1)
+    b: float = Field(default=0.3, ge=0, le=1)
     speaker_weight: float = Field(default=1.0, ge=0, le=4)
     candidate_pool: int = Field(default=500, ge=0, le=100_000)
 

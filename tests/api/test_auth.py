@@ -28,6 +28,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/agent-sessions/{session_id}"): frozenset({"reader"}),
     ("POST", "/v1/conversations"): frozenset({"ingest"}),
     ("POST", "/v1/conversations/{conversation_id}/messages"): frozenset({"ingest"}),
+    ("POST", "/v1/import"): frozenset({"ingest"}),
     ("PATCH", "/v1/messages/{message_id}"): frozenset({"ingest"}),
     ("DELETE", "/v1/messages/{message_id}"): frozenset({"ingest"}),
     ("DELETE", "/v1/conversations/{conversation_id}"): frozenset({"ingest"}),
@@ -115,6 +116,9 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
     body = {
         ("POST", "/v1/conversations"): conversation_body("thread-2", "Another"),
         ("POST", "/v1/conversations/{conversation_id}/messages"): {"role": "user", "body": "hello"},
+        # one NDJSON line (a JSON object is one)
+        ("POST", "/v1/import"): {**conversation_body("thread-3", "Imported"),
+                                 "messages": [{"external_id": "i1", "role": "user", "body": "hello"}]},
         ("PATCH", "/v1/messages/{message_id}"): {"append": "Room"},
         ("POST", "/v1/memories"): {"agent": "concierge", "body": "Alice likes the Rose Room",
                                    "audience": {"kind": "public"}},

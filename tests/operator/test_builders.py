@@ -195,12 +195,12 @@ def test_ranking_settings_reach_the_api_and_parse_like_the_api_would():
     default = {k: v.get("value") for k, v in env_of(builders.api_deployment(OWNER, parse(BASE))).items()
                if k in ("BACKSCROLL_SEARCH_RANKING", "BACKSCROLL_BM25_K1", "BACKSCROLL_BM25_B",
                         "BACKSCROLL_SEARCH_SPEAKER_WEIGHT", "BACKSCROLL_SEARCH_CANDIDATE_POOL")}
-    assert default == {"BACKSCROLL_SEARCH_RANKING": "bm25", "BACKSCROLL_BM25_K1": "1.2", "BACKSCROLL_BM25_B": "0.75",
+    assert default == {"BACKSCROLL_SEARCH_RANKING": "bm25", "BACKSCROLL_BM25_K1": "1.2", "BACKSCROLL_BM25_B": "0.3",
                        "BACKSCROLL_SEARCH_SPEAKER_WEIGHT": "1.0", "BACKSCROLL_SEARCH_CANDIDATE_POOL": "500"}
     # The operator's defaults are the API's own.
     api = Settings(_env_file=None)
     assert (api.search_ranking, api.bm25_k1, api.bm25_b, api.search_speaker_weight, api.search_candidate_pool) == \
-        ("bm25", 1.2, 0.75, 1.0, 500)
+        ("bm25", 1.2, 0.3, 1.0, 500)
     spec = parse({**BASE, "ranking": {"method": "ts_rank_cd", "k1": 0.9, "speakerWeight": 0.5, "candidatePool": 0}})
     env = {k: v.get("value") for k, v in env_of(builders.api_deployment(OWNER, spec)).items()}
     assert env["BACKSCROLL_SEARCH_RANKING"] == "ts_rank_cd" and env["BACKSCROLL_BM25_K1"] == "0.9"

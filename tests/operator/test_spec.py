@@ -14,7 +14,7 @@ def test_defaults():
     assert spec.database.secret_ref.key == "uri"
     assert spec.api.replicas == 2 and spec.api.service.port == 8080 and spec.worker.replicas == 1
     assert spec.text_search_config == "multilingual"
-    assert (spec.ranking.method, spec.ranking.k1, spec.ranking.b, spec.ranking.candidate_pool) == ("bm25", 1.2, 0.75, 500)
+    assert (spec.ranking.method, spec.ranking.k1, spec.ranking.b, spec.ranking.candidate_pool) == ("bm25", 1.2, 0.3, 500)
     assert spec.embeddings.in_cluster and spec.embeddings.server_or_default().port == 80
     assert spec.embeddings.backfill.batch_size == 32
 
