@@ -276,12 +276,12 @@ class Settings(BaseSettings):
         ),
     )
     hybrid_min_match_share: float = Field(
-        default=0.35, ge=0, le=1,
+        default=0.15, ge=0, le=1,
         description=(
             "Hybrid search, queries of 3 words or more: a message enters search_history's lexical "
             "list fused with the vector list, and a conversation session search's, only when it "
-            "holds this share of the query's words, each weighted by its idf; 0 fuses every "
-            "lexical match."),
+            "holds this share of the query's content words (its language's function words are left "
+            "out under `multilingual`), each weighted by its idf; 0 fuses every lexical match."),
     )
     hybrid_lexical_weight: float = Field(
         default=1.0, gt=0, le=10,
