@@ -193,7 +193,7 @@ def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> dic
         return {}
     weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-    return {"term_weights": weights, "min_mass": share * sum(weights) - 1e-9}
+    return {"term_weights": weights, "min_mass": ranking.match_floor(weights, share)}
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,

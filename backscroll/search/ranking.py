@@ -234,20 +234,30 @@ class QueryStats:
     slots: tuple[int, ...] = ()  # beside `lexemes`: which slot each belongs to
     stems: tuple[str, ...] = ()  # the configurations a word was read through (backscroll_term_configs)
 
-    def idf_mass(self) -> float:
-        """The query's slots' idf summed (a slot at its best form's), a lexeme no document holds
-        counted as one document would (not as more than any lexeme that occurs): the whole a share
-        of it is taken of."""
+    def slot_weights(self) -> list[float]:
+        """Each slot's idf (at its best form's), a lexeme no document holds counted as one
+        document would (not as more than any lexeme that occurs): what match_floor weighs."""
         best: dict[int, float] = {}
         for slot, n in zip(self.slots, self.df):
             best[slot] = max(best.get(slot, 0.0), idf(self.docs, max(n, 1)))
-        return sum(best.values())
+        return list(best.values())
 
     def params(self, ranking: Ranking) -> dict:
         return {"bm25": ranking.method == "bm25", "k1": ranking.k1, "b": ranking.b,
                 "speaker_weight": ranking.speaker_weight, "rank_weights": ranking.rank_weights,
                 "lexemes": self.lexemes, "idf": self.idf, "slots": list(self.slots), "avgdl": self.avgdl,
                 "stems": list(self.stems)}
+
+
+def match_floor(weights: list[float], share: float) -> float:
+    """How much of a query's (idf) weight a fused lexical match must hold, both searches' rule:
+    `share` of the whole, and never less than its median term weighs, so that a match on one of
+    the query's commoner words alone does not enter the fused list, while one on a rarer word does
+    (a 7-word question's answer often holds just its one rare word)."""
+    present = sorted(w for w in weights if w > 0)
+    if not present or share <= 0:
+        return 0.0  # 0: every lexical match is fused
+    return max(share * sum(present), present[(len(present) - 1) // 2]) - 1e-9
 
 
 def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:

@@ -324,13 +324,12 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
 
 def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Ranking,
                  settings: Settings | None) -> float:
-    """How much of the query's idf a conversation must hold to enter the fused content list: the
-    share search_history's fused lexical list asks of a message (hybrid_min_match_share), for a
-    query of ranking.MIN_MATCH_TERMS terms or more, with BM25 (whose idf the coverage is counted
-    in)."""
+    """How much of the query's idf a conversation must hold to enter the fused content list: what
+    search_history's fused lexical list asks of a message (ranking.match_floor), for a query of
+    ranking.MIN_MATCH_TERMS terms or more, with BM25 (whose idf the coverage is counted in)."""
     if len(terms) < ranking.MIN_MATCH_TERMS or rank.method != "bm25":
         return 0.0
-    return setting(settings, "hybrid_min_match_share") * stats.idf_mass() - 1e-9
+    return ranking.match_floor(stats.slot_weights(), setting(settings, "hybrid_min_match_share"))
 
 
 def _search_position(position: object) -> list:
