@@ -61,8 +61,15 @@ def fake_settings(db_url: str, fake: FakeEmbeddings, **overrides) -> Settings:
         "embeddings_backoff_s": 0.0, "worker_backoff_s": 0.0, **overrides})
 
 
+# A busy machine (CI beside other jobs, a developer's laptop) can take seconds to embed a query
+# on the real model: the tests wait for it rather than read a slow CPU as an outage. The tests of
+# the timeout itself set their own, against fake servers.
+E5_QUERY_TIMEOUT_S = 60.0
+
+
 def e5_settings(db_url: str, server: local_embeddings.LocalEmbeddings, **overrides) -> Settings:
-    return server.configure(settings_for(db_url)).model_copy(update=overrides)
+    return server.configure(settings_for(db_url, embeddings_query_timeout_s=E5_QUERY_TIMEOUT_S)).model_copy(
+        update=overrides)
 
 
 @pytest.fixture

