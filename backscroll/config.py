@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         ),
     )
     hybrid_min_match_share: float = Field(
-        default=0.15, ge=0, le=1,
+        default=0.25, ge=0, le=1,
         description=(
             "Hybrid search, queries of 3 words or more: a message enters search_history's lexical "
             "list fused with the vector list, and a conversation session search's, only when it "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 
 from backscroll.search import hybrid
 
@@ -22,3 +23,15 @@ def test_no_settings_or_no_model_is_lexical_without_a_call():
     assert hybrid.embed_query(None, Settings(_env_file=None), 1, "q").mode == hybrid.LEXICAL
     no_url = Settings(_env_file=None, embeddings_model="m")
     assert hybrid.embed_query(None, no_url, 1, "q") == hybrid.QueryVector(hybrid.LEXICAL)
+
+
+def test_a_fused_lexical_match_holds_a_share_of_the_query_and_never_less_than_its_median_word():
+    from backscroll.search.ranking import match_floor
+
+    # Four content words, two common: 0.25 of their idf (2.0) is above the (lower) median word's 0.5.
+    weights = [0.5, 3.0, 4.0, 0.5]
+    assert match_floor(weights, 0.25) == pytest.approx(2.0)
+    assert match_floor([1.0, 3.0, 4.0], 0.25) == pytest.approx(3.0)          # the median word alone passes
+    assert match_floor([1.0, 3.0, 4.0], 0.9) == pytest.approx(0.9 * 8.0)     # a large share rules
+    assert match_floor([0.0, 2.0, 0.0, 6.0], 0.1) == pytest.approx(2.0)      # words no config reads weigh nothing
+    assert match_floor(weights, 0.0) == 0.0 and match_floor([], 0.5) == 0.0  # 0: every match is fused
