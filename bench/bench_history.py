@@ -58,14 +58,27 @@ TERMS = [("rare", corpus.RARE_TERM), ("common", corpus.COMMON_TERM)]
 # swapped into the `history` module for the call (search_history reads them at call time); the
 # module's files are never edited.
 
-_LINEAGE_CALL = re.compile(r"(?:backscroll_lineage_allows|bench_lineage_allows_generic)\((?:[^()]|\(\w+\))*\)")  # %(name)s inside
+# A lineage call and what stands in for it: a verdict of `true`, or no root denied.
+_LINEAGE_CALL = re.compile(r"\b(backscroll_lineage_allows|bench_lineage_allows_generic|backscroll_lineage_denied)\(")
+_STAND_IN = {"backscroll_lineage_allows": "true", "bench_lineage_allows_generic": "true",
+             "backscroll_lineage_denied": "'{}'::bigint[]"}
 
 
 def without_lineage(statement: str, expected: int) -> str:
-    out, n = _LINEAGE_CALL.subn("true", statement)
+    """`statement` with each lineage call (its arguments nest sub-selects: the parentheses are
+    matched) replaced by what it answers when every lineage is allowed."""
+    out, n, at = [], 0, 0
+    while (m := _LINEAGE_CALL.search(statement, at)) is not None:
+        depth, end = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(statement[end], 0)
+            end += 1
+        out += [statement[at:m.start()], _STAND_IN[m.group(1)]]
+        n, at = n + 1, end
+    out.append(statement[at:])
     if n != expected:
         raise RuntimeError(f"expected {expected} lineage calls in the statement, found {n}: history.py moved on")
-    return out
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------------------------------
