@@ -114,3 +114,13 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
         return response
 
     return app
+
+
+def worker_app() -> FastAPI:
+    """One process of `backscroll serve --workers N` (uvicorn's factory): the settings and the
+    database URL from the environment, which the parent set."""
+    from .config import get_settings
+    from .store.db import database_url
+
+    settings = get_settings()
+    return create_app(settings, database_url(settings))

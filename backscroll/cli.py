@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -94,6 +95,19 @@ def cmd_backfill(args, settings: Settings) -> int:
     return 0 if result.state == "finished" else 1
 
 
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity, capped by a cgroup v2 quota (a container's
+    limit, which os.cpu_count() does not see)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import uvicorn
 
@@ -103,8 +117,17 @@ def cmd_serve(args, settings: Settings) -> int:
     url = _url(settings)
     if args.migrate:
         migrate(url)
-    app = create_app(settings, url)
-    uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port,
+    workers = args.workers if args.workers is not None else (settings.api_workers or available_cpus())
+    host, port = args.host or settings.host, args.port or settings.port
+    if workers == 1:
+        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
+        return 0
+    # Each worker builds its own application (pools, maintenance thread) from the environment; the
+    # database URL is handed down so that they all use the server this process found or started.
+    os.environ["BACKSCROLL_DATABASE_URL"] = url
+    print(f"backscroll serve: {workers} worker processes, up to {workers * settings.pool_max_size} connections",
+          file=sys.stderr)
+    uvicorn.run("backscroll.app:worker_app", factory=True, workers=workers, host=host, port=port,
                 log_level=settings.log_level, access_log=False)
     return 0
 
@@ -363,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host")
     p.add_argument("--port", type=int)
     p.add_argument("--migrate", action="store_true", help="apply pending migrations first")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes to serve with (default BACKSCROLL_API_WORKERS; 0 there: one per CPU)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("migrate", help="apply pending migrations (idempotent, under an advisory lock)")

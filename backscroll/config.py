@@ -38,8 +38,18 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address the API binds to.")
     port: int = Field(default=8080, ge=1, le=65535, description="Port the API listens on.")
-    pool_min_size: int = Field(default=1, ge=0, description="Connections the API keeps open.")
-    pool_max_size: int = Field(default=10, ge=1, description="Most connections the API opens.")
+    pool_min_size: int = Field(default=1, ge=0, description="Connections each API process keeps open.")
+    pool_max_size: int = Field(
+        default=10, ge=1,
+        description="Most connections each API process opens (`backscroll serve` opens up to workers x this).")
+    api_workers: int = Field(
+        default=0, ge=0, le=64,
+        description=(
+            "Processes `backscroll serve` runs, each with its own connection pools and maintenance "
+            "thread (search is CPU-bound: one process uses one core). 0: one per CPU this process may "
+            "use (its CPU affinity and cgroup quota). /metrics counts the process that answers, so "
+            "where it is scraped run 1 per pod and scale pods (the operator does)."),
+    )
     statement_timeout_ms: int = Field(
         default=5000,
         ge=100,

@@ -203,6 +203,9 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
     env = _database_env(spec.database.secret_ref) + [
         {"name": "BACKSCROLL_HOST", "value": "0.0.0.0"},
         {"name": "BACKSCROLL_PORT", "value": str(API_PORT)},
+        # One serving process per pod: the Deployment scales by replicas, and each pod's /metrics
+        # then counts all of its requests.
+        {"name": "BACKSCROLL_API_WORKERS", "value": "1"},
         # The default configuration of workspaces created in these pods (`workspaces create`).
         {"name": "BACKSCROLL_TEXT_SEARCH_CONFIG", "value": spec.text_search_config},
         *_ranking_env(spec),

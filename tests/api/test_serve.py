@@ -1,0 +1,61 @@
+"""`backscroll serve --workers N`: several processes answer on one port, each with its own pools."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from backscroll.cli import available_cpus
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_serve_runs_the_workers_asked_for(db_url, tmp_path):
+    port = _free_port()
+    env = {**os.environ, "BACKSCROLL_DATABASE_URL": db_url, "BACKSCROLL_MAINTENANCE_INTERVAL_S": "60"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from backscroll.cli import main; raise SystemExit(main())", "serve",
+         "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        # A busy machine may take long to start two interpreters: wait for it, do not time it.
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+                if ready.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")
+            assert time.monotonic() < deadline, "serve did not become ready"
+            time.sleep(0.5)
+        answers = [httpx.get(f"http://127.0.0.1:{port}/v1/whoami", timeout=10).status_code for _ in range(20)]
+        assert set(answers) == {401}  # every worker authenticates
+        workers = [c for c in _children(proc.pid) if Path(f"/proc/{c}/cmdline").read_bytes().find(b"spawn") >= 0]
+        assert len(workers) == 2, _children(proc.pid)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_available_cpus_is_at_least_one_and_at_most_the_machine():
+    assert 1 <= available_cpus() <= (os.cpu_count() or 1)
