@@ -127,9 +127,26 @@ def cmd_serve(args, settings: Settings) -> int:
     os.environ["BACKSCROLL_DATABASE_URL"] = url
     print(f"backscroll serve: {workers} worker processes, up to {workers * settings.pool_max_size} connections",
           file=sys.stderr)
-    uvicorn.run("backscroll.app:worker_app", factory=True, workers=workers, host=host, port=port,
-                log_level=settings.log_level, access_log=False)
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("backscroll.app:worker_app", factory=True, workers=workers, host=host, port=port,
+                            log_level=settings.log_level, access_log=False)
+    Multiprocess(config, sockets=[serving_socket(config)]).run()
     return 0
+
+
+def serving_socket(config):
+    """The listening socket `serve --workers N` hands its workers, with TCP_NODELAY. uvicorn's
+    workers serve on a socket the parent made, which asyncio does not take for TCP (its protocol
+    number is 0) and so never sets TCP_NODELAY on: every response then waited ~40 ms for a delayed
+    ACK (measured: 44 ms for /healthz against 6 ms with one process). The accepted sockets inherit
+    the option from the listening one."""
+    import socket
+
+    sock = config.bind_socket()
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def cmd_workspaces_create(args, settings: Settings) -> int:
