@@ -41,7 +41,7 @@ from backscroll.access.auth import TokenKind, authenticate, create_token  # noqa
 from backscroll.cli import available_cpus  # noqa: E402
 from backscroll.search import history, maintenance, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
-from backscroll.store.db import connect, start_embedded  # noqa: E402
+from backscroll.store.db import connect, session_kwargs, start_embedded  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
 
 DB_NAME = "backscroll_bench_http"
@@ -160,8 +160,8 @@ def in_process(url: str, t: dict, repeat: int = 30) -> dict[str, float]:
     """Each operation's p50 in process, on one connection (authentication included)."""
     codec = CursorCodec(b"bench-http" * 4)
     out = {}
-    with connect(url) as conn:
-        conn.autocommit = False
+    # Opened as the API opens its connections (statements prepared only where the product asks).
+    with psycopg.connect(url, **session_kwargs()) as conn:
 
         def run(call) -> float:
             times = []
