@@ -252,12 +252,17 @@ select c.id, c.external_id, c.title, cn.namespace as connector, c.audience_kind:
    and c.audience_kind in ('members', 'external') and cardinality(c.audience_readers) = 0
  order by c.id
 """
+# The conversation a message is written into, locked the way the write will lock it anyway: the
+# statement trigger that moves its last activity (backscroll_touch_conversations) updates this row.
+# FOR SHARE here made two concurrent appends each hold a share lock and wait for the other's to
+# update it (a deadlock, every time, from 2 writers on); FOR NO KEY UPDATE makes the second wait
+# here, before it has anything, and still keeps the audience from changing under the write.
 SELECT_CONVERSATION_FOR_WRITE = """
 select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.audience_readers,
        n.namespace as connector_namespace
   from conversations c join connectors n on n.id = c.connector_id
  where c.id = %(id)s and c.workspace_id = %(workspace_id)s
-   for share of c
+   for no key update of c
 """
 INSERT_MESSAGE = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,

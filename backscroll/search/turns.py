@@ -68,7 +68,7 @@ select c.id, %(external_id)s, null, 'assistant', %(body)s, 'finished',
        c.audience_kind, c.audience_namespace, c.audience_readers, true, %(history)s::bigint[], %(memories)s::bigint[],
        %(language)s::regconfig
   from conversations c where c.id = %(conversation)s
-   for share of c
+   for no key update of c
 returning id
 """
 INSERT_REPLY_EVIDENCE = "insert into message_source_evidence (message_id, kind, reference) values (%(id)s, 'agent_reply', %(ref)s)"
