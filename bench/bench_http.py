@@ -29,20 +29,18 @@ from pathlib import Path
 
 import httpx
 import psycopg
-from psycopg import sql
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
-from bench_sessions import loadavg, log  # noqa: E402
+from bench_sessions import fresh_database, loadavg, log  # noqa: E402
 from backscroll.access.auth import TokenKind, authenticate, create_token  # noqa: E402
 from backscroll.cli import available_cpus  # noqa: E402
 from backscroll.search import history, maintenance, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import connect, session_kwargs, start_embedded  # noqa: E402
-from backscroll.store.migrate import migrate  # noqa: E402
 
 DB_NAME = "backscroll_bench_http"
 CONCURRENCY = (1, 4, 16)
@@ -50,11 +48,7 @@ LIMITS = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_w
 
 
 def prepare(server_url: str, messages: int) -> tuple[str, dict]:
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(DB_NAME)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(DB_NAME)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=DB_NAME)
-    migrate(url)
+    url = fresh_database(server_url, DB_NAME)
     with psycopg.connect(url, autocommit=True) as raw:
         loaded = corpus.load(raw, corpus.Spec(messages=messages), progress=lambda m: log("  " + m))
     with connect(url, autocommit=True) as conn:

@@ -20,17 +20,14 @@ import time
 import warnings
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
-from bench_sessions import loadavg, log  # noqa: E402
+from bench_sessions import fresh_database, loadavg, log  # noqa: E402
 from backscroll.access.auth import TokenKind, create_token  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402
-from backscroll.store.migrate import migrate  # noqa: E402
 from tests.world import bearer, client  # noqa: E402
 
 WORDS = ("invoice harbour booking venue dinner transfer room guest wedding menu late early quiet garden "
@@ -42,11 +39,7 @@ def body(i: int) -> str:
 
 
 def fresh(server_url: str, name: str) -> tuple[str, str]:
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
-    migrate(url)
+    url = fresh_database(server_url, name)
     with connect(url, autocommit=True) as conn:
         ws = conn.execute("insert into workspaces (slug, name) values ('bench', 'Bench') returning id").fetchone()["id"]
         _, secret = create_token(conn, TokenKind.ingest, workspace_id=ws)

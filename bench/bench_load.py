@@ -37,10 +37,9 @@ sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
-from bench_sessions import loadavg, log  # noqa: E402
+from bench_sessions import fresh_database, loadavg, log  # noqa: E402
 from backscroll.search import maintenance  # noqa: E402
 from backscroll.store.db import start_embedded  # noqa: E402
-from backscroll.store.migrate import migrate  # noqa: E402
 
 PARENTS = ["workspaces", "agents", "connectors", "actors", "conversations"]
 MESSAGE_COLUMNS = ["id", "conversation_id", "external_id", "speaker_actor_id", "role", "body", "state",
@@ -51,15 +50,6 @@ select c.relname as name, pg_total_relation_size(c.oid) as bytes
  where n.nspname = 'public' and c.relkind = 'r'
    and c.relname in ('messages', 'message_search', 'search_term_deltas', 'search_term_stats')
 """
-
-
-def fresh(server_url: str, name: str) -> str:
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
-    migrate(url)
-    return url
 
 
 def export(url: str, folder: Path) -> dict[str, Path]:
@@ -127,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = corpus.Spec(messages=args.messages, seed=args.seed)
     results = {}
     with tempfile.TemporaryDirectory(dir=args.out) as scratch:
-        url = fresh(server_url, "backscroll_bench_load_source")
+        url = fresh_database(server_url, "backscroll_bench_load_source")
         log(f"generating {args.messages:,} messages (triggers off; the generator's time is not measured)")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("set session_replication_role = replica")
@@ -135,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         files = export(url, Path(scratch))
         log(f"messages file: {files['messages'].stat().st_size / 1e6:.0f} MB")
         for mode, triggers in (("plain", False), ("product", True)):
-            target = fresh(server_url, f"backscroll_bench_load_{mode}")
+            target = fresh_database(server_url, f"backscroll_bench_load_{mode}")
             log(f"{mode}: COPY {args.messages:,} messages, triggers {'on' if triggers else 'off'}")
             results[mode] = load(target, files, triggers)
             log(f"{mode}: {results[mode]['copy_s']:.1f} s")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -479,6 +480,16 @@ def machine(conn: psycopg.Connection) -> dict:
     info["postgresql"] = row.pop("version").split(" on ")[0]
     info["settings"] = row
     return info
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """A new, migrated database `name` on the server (dropped first if it was there): its URL."""
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    migrate(url)
+    return url
 
 
 def loadavg() -> str:
