@@ -15,19 +15,26 @@ from .service import Service, service
 
 
 class AuthenticatedRoute(APIRoute):
-    """A route that authenticates the caller before FastAPI reads the body or validates parameters.
+    """A route that authenticates the caller before FastAPI validates the body or the parameters.
 
     Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
     schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
-    token. Service.session authenticates again inside the request's own transaction.
+    token. The connection it authenticates on is the request's (Service.begin; Service.session
+    works on it), taken once the body has arrived, so a slow upload never holds a connection (the
+    body is bounded by app.BodyLimit).
     """
 
     def get_route_handler(self):
         handle = super().get_route_handler()
 
         async def authenticated(request: Request) -> Response:
-            await run_in_threadpool(service(request).authenticate, request)
-            return await handle(request)
+            svc = service(request)
+            await request.body()  # kept by the request for the handler
+            await run_in_threadpool(svc.begin, request)
+            try:
+                return await handle(request)
+            finally:
+                await run_in_threadpool(svc.end, request)
 
         return authenticated
 

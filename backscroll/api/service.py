@@ -1,12 +1,22 @@
-"""What every request needs: the pool, the settings, the cursor codec, and authentication."""
+"""What every request needs: the pool, the settings, the cursor codec, and authentication.
+
+A request authenticates once, on the connection it then works on: the route (deps.AuthenticatedRoute)
+takes a connection from the pool, authenticates the caller in that connection's transaction and
+keeps both for the request (`begin`); `session` continues that transaction with the request's work
+and commits it, so the token lookup and the work are one transaction on one connection; `end`
+gives the connection back. A request is authorized as of its start: a token revoked while it
+runs stops every request that starts after the revocation commits.
+"""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 import psycopg
 from fastapi import Request
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from ..access.auth import Principal, TokenKind, authenticate
@@ -16,6 +26,17 @@ from ..search.cursor import CursorCodec
 from ..search.hybrid import SideConnection
 from ..search.sessions import Limits
 from ..store.db import side_connections
+
+
+@dataclass
+class Held:
+    """The connection a request authenticated on, and who it is (request.state.held)."""
+    conn: psycopg.Connection
+    principal: Principal
+
+
+def held(request: Request) -> Held | None:
+    return getattr(request.state, "held", None)
 
 
 class Service:
@@ -37,16 +58,56 @@ class Service:
         with self.pool.connection() as conn:
             return authenticate(conn, request.headers.get("authorization"))
 
+    def begin(self, request: Request) -> None:
+        """Authenticate the caller on a connection the request keeps until `end` (see the module)."""
+        conn = self.pool.getconn()
+        try:
+            principal = authenticate(conn, request.headers.get("authorization"))
+        except BaseException:
+            self._give_back(conn)
+            raise
+        request.state.held = Held(conn, principal)
+
+    def end(self, request: Request) -> None:
+        """Give the request's connection back: what is left open is the authentication's own
+        transaction (its touch of last_used_at), committed; a failed one is rolled back."""
+        h = held(request)
+        if h is None:
+            return
+        request.state.held = None
+        self._give_back(h.conn)
+
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        try:
+            status = conn.info.transaction_status
+            if status == TransactionStatus.INTRANS:
+                conn.commit()
+            elif status == TransactionStatus.INERROR:
+                conn.rollback()
+        finally:
+            self.pool.putconn(conn)  # a broken connection is discarded by the pool
+
     @contextmanager
     def session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
-        """One transaction for the request, opened only for an authenticated caller of an allowed kind."""
-        with self.pool.connection() as conn:
-            with conn.transaction():
-                principal = authenticate(conn, request.headers.get("authorization"))
-                if kinds:
-                    principal.require(*kinds)
-                yield conn, principal
-
+        """One transaction for the request, opened only for an authenticated caller of an allowed
+        kind: the transaction the request authenticated in, when the route holds one."""
+        h = held(request)
+        if h is None:
+            with self.pool.connection() as conn:
+                with conn.transaction():
+                    principal = authenticate(conn, request.headers.get("authorization"))
+                    if kinds:
+                        principal.require(*kinds)
+                    yield conn, principal
+            return
+        if kinds:
+            h.principal.require(*kinds)
+        try:
+            yield h.conn, h.principal
+        except BaseException:
+            h.conn.rollback()
+            raise
+        h.conn.commit()
 
     @contextmanager
     def read_session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
@@ -56,7 +117,12 @@ class Service:
             with self.session(request, *kinds) as (conn, principal):
                 yield conn, principal
             return
-        principal = self.authenticate(request)
+        h = held(request)
+        if h is not None:
+            principal = h.principal
+            self.end(request)  # the read runs on the replica: the primary's connection goes back now
+        else:
+            principal = self.authenticate(request)
         if kinds:
             principal.require(*kinds)
         with self.read_pool.connection() as conn:
