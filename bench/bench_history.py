@@ -254,7 +254,7 @@ class Timed:
     """A connection that times each statement (psycopg's execute returns once the whole result
     is in) and records the last SEARCH and NEIGHBOURS_SQL with their parameters (for EXPLAIN)."""
 
-    LABELS = ("SEARCH", "NEIGHBOURS_SQL", "HYDRATE", "INSERT_AUDIT", "ADD_EVIDENCE")
+    LABELS = ("SEARCH_TURN", "SEARCH", "NEIGHBOURS_SQL", "FINISH_SEARCH")
 
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn
@@ -274,6 +274,7 @@ class Timed:
         started = time.perf_counter()
         cur = self.conn.execute(query, params, *args, **kwargs)
         self.spent[label] = self.spent.get(label, 0.0) + (time.perf_counter() - started) * 1000.0
+        self.spent["statements"] = self.spent.get("statements", 0) + 1
         return cur
 
 
@@ -824,16 +825,17 @@ def main(argv: list[str] | None = None) -> int:
                     row.append("–" if sv is None else f"{fmt(sv[0])} / {fmt(sv[1])}")
                 add(f"| {v.label} | " + " | ".join(row) + " |")
             add("")
-        add("Where the product's time goes (mean ms per call, by statement; `other` = loading the turn, "
-            "evidence count, linked identities, in-context ids):\n")
-        add("| destination | SEARCH | NEIGHBOURS_SQL | HYDRATE | ADD_EVIDENCE | INSERT_AUDIT | other | audit pool outcome |")
+        add("Where the product's time goes (mean ms per call, by statement; SEARCH_TURN = the turn, its "
+            "evidence and the requester's identities; FINISH_SEARCH = evidence, audit row and texts; `other` = "
+            "the statistics, the lineage checks, the plan-cache settings; `statements` = round trips per call):\n")
+        add("| destination | SEARCH_TURN | SEARCH | NEIGHBOURS_SQL | FINISH_SEARCH | other | statements | audit pool outcome |")
         add("|---|---:|---:|---:|---:|---:|---:|---|")
         for d in dests:
             sp = spent.get((d.key, term_key, "product"), {})
             oc = outcomes.get((d.key, term_key, "product"), {})
             add(f"| {d.label} | " + " | ".join(f"{sp.get(k, 0):.2f}" for k in
-                                               ("SEARCH", "NEIGHBOURS_SQL", "HYDRATE", "ADD_EVIDENCE", "INSERT_AUDIT",
-                                                "other"))
+                                               ("SEARCH_TURN", "SEARCH", "NEIGHBOURS_SQL", "FINISH_SEARCH",
+                                                "other", "statements"))
                 + f" | {oc.get('exclusions')} |")
         add("")
 

@@ -31,8 +31,8 @@ from . import hybrid, ranking
 from .limits import clamp_limit
 from .terms import split_terms
 from .history_sql import (
-    SELECT_TURN, SELECT_EVIDENCE_IDS, RESOLVE_LINKED, RESOLVE_ACTOR, VECTOR_SHAPES, SEARCH,
-    LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, HYDRATE, ADD_EVIDENCE, INSERT_AUDIT,
+    SELECT_TURN, SELECT_EVIDENCE_IDS, SEARCH_TURN, RESOLVE_ACTOR, VECTOR_SHAPES, SEARCH,
+    LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, INSERT_AUDIT, FINISH_SEARCH,
     JOINT_LINEAGE, SET_PLAN_CACHE_MODE,
 )
 
@@ -133,11 +133,14 @@ def load_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> Turn
     return Turn(**row)
 
 
-def _linked(conn: psycopg.Connection, agent_id: int, actor_id: int | None) -> list[int]:
-    if actor_id is None:
-        return []
-    rows = conn.execute(RESOLVE_LINKED, {"actor": actor_id, "agent": agent_id}, prepare=True).fetchall()
-    return [r["id"] for r in rows]
+def load_search_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> tuple[Turn, list[int], list[int]]:
+    """The turn a search is for, every message it has seen (evidence_ids) and its requester's
+    identities (the requester and whoever is verifiably linked to them), in one statement."""
+    row = conn.execute(SEARCH_TURN, {"turn": turn_id, "ws": workspace_id}, prepare=True).fetchone()
+    if row is None:
+        raise NotFound(f"no turn {turn_id}")
+    in_context, requester_ids = row.pop("in_context"), row.pop("requester_ids")
+    return Turn(**row), in_context, requester_ids
 
 
 def _speakers(conn: psycopg.Connection, turn: Turn, filters: Filters, requester_ids: list[int]) -> list[int] | None:
@@ -228,26 +231,26 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     `side` (where a second connection may come from), the vector list is produced there while
     this connection reads the lexical list."""
     rank = rank or ranking.Ranking.from_settings(settings)
-    turn = load_turn(conn, workspace_id, request.turn_id)
+    turn, in_context, requester_ids = load_search_turn(conn, workspace_id, request.turn_id)
     if agent_ids is not None and turn.agent_id not in agent_ids:
         raise NotFound(f"no turn {request.turn_id}")
     requested = clamp_limit(request.limit, LIMIT_DEFAULT, LIMIT_MAX)
-    in_context = evidence_ids(conn, turn.id)
     used = len(in_context)
     remaining = EVIDENCE_CAP - used
     filters_json = request.filters.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     qv = hybrid.QueryVector(hybrid.LEXICAL)
 
-    def audit(status: str, effective: int, selected: list[dict], exclusions: dict) -> None:
-        conn.execute(INSERT_AUDIT, {
+    def audit_row(status: str, effective: int, selected: list[dict], exclusions: dict) -> dict:
+        return {
             "turn": turn.id, "digest": digest, "filters": Jsonb(filters_json),
             "destination": Jsonb(turn.destination), "requested": requested, "effective": effective,
             "status": status, "mode": qv.mode, "degradation": hybrid.category(qv),
             "selected": Jsonb(selected), "exclusions": Jsonb(exclusions),
-        }, prepare=True)
+        }
 
     if remaining <= 0:
-        audit("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS})
+        conn.execute(INSERT_AUDIT, audit_row("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS}),
+                     prepare=True)
         return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
                 "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None,
                 "ranking": rank.method}
@@ -257,10 +260,10 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     pending = hybrid.start_embedding(conn, settings, request.query, gateway=gateway)
 
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
-    requester_ids = _linked(conn, turn.agent_id, turn.requester_actor_id)
     speakers = _speakers(conn, turn, request.filters, requester_ids)
-    terms = ranking.content_terms(conn, turn.ts_config, request.query, split_terms(request.query), settings)
-    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, terms, settings)
+    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, split_terms(request.query), settings,
+                                query=request.query)
+    terms = list(stats.terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]
     matches = sum(stats.term_df[i] for i in chosen)
@@ -357,12 +360,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         admitted.append(h)
         evidence.extend(group)
 
-    texts = {r["id"]: r for r in conn.execute(HYDRATE, {"ids": evidence, "max_chars": TEXT_MAX_CHARS}, prepare=True).fetchall()}
-    conn.execute(ADD_EVIDENCE, {"turn": turn.id, "ids": evidence, "via": "search"}, prepare=True)
-
     by_id = {h["id"]: h for h in hits}
     selected_audit = []
-    result_hits = []
     for h in admitted:
         row = by_id[h]
         inspectable = {"lexical": row["lexical"], "recency": row["recency"],
@@ -370,14 +369,19 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         if qv.usable:
             # Fused: the score is the RRF score; each list's rank is shown (null: not in that list).
             inspectable.update(lexical_rank=row["lexical_rank"], vector_rank=row["vector_rank"], rrf=row["rrf"])
-        features = {"score": row["rrf"] if qv.usable else row["score"], "features": inspectable}
-        selected_audit.append({"message_id": h, **features})
+        selected_audit.append({"message_id": h, "score": row["rrf"] if qv.usable else row["score"],
+                               "features": inspectable})
+    # Hits cut by the budget were eligible and ranked but not shown.
+    counts["below_cutoff"] += len(hit_ids) - len(admitted) - jointly_denied
+    texts = {r["id"]: r for r in conn.execute(FINISH_SEARCH, {
+        "ids": evidence, "max_chars": TEXT_MAX_CHARS, "via": "search",
+        **audit_row(status, effective, selected_audit, counts)}, prepare=True).fetchall()}
+    result_hits = []
+    for h, selected in zip(admitted, selected_audit):
+        features = {"score": selected["score"], "features": selected["features"]}
         neighbours = {side: [_hit(texts[m], {}, None) for m in around[h][side] if m in texts]
                       for side in ("before", "after")}
         result_hits.append(_hit(texts[h], features, neighbours))
-    # Hits cut by the budget were eligible and ranked but not shown.
-    counts["below_cutoff"] += len(hit_ids) - len(admitted) - jointly_denied
-    audit(status, effective, selected_audit, counts)
     return {
         "message_ids": evidence,
         "hits": result_hits,

@@ -23,15 +23,26 @@ select t.id, t.workspace_id, t.agent_id, t.conversation_id, t.requester_actor_id
 """
 SELECT_EVIDENCE_IDS = "select coalesce(array_agg(message_id order by message_id), '{}') as ids from turn_evidence where turn_id = %(turn)s"
 
-# The requester and every identity verifiably linked to them in this perspective.
+# The requester (<<ACTOR>>) and every identity verifiably linked to them in this perspective (<<AGENT>>).
 RESOLVE_LINKED = """
-select %(actor)s::bigint as id where %(actor)s::bigint is not null
+select <<ACTOR>> as id where <<ACTOR>> is not null
 union
-select case when l.actor_a = %(actor)s then l.actor_b else l.actor_a end
+select case when l.actor_a = <<ACTOR>> then l.actor_b else l.actor_a end
   from identity_links l
- where l.agent_id = %(agent)s and l.revoked_at is null and l.verified_at is not null
-   and %(actor)s in (l.actor_a, l.actor_b)
+ where l.agent_id = <<AGENT>> and l.revoked_at is null and l.verified_at is not null
+   and <<ACTOR>> in (l.actor_a, l.actor_b)
 """
+# What a search starts from, in one round trip: the turn (locked, as SELECT_TURN locks it), every
+# message it has seen, and its requester's identities.
+SEARCH_TURN = compose("""
+with turn as (<<SELECT_TURN>>)
+select turn.*,
+       (select coalesce(array_agg(e.message_id order by e.message_id), '{}')
+          from turn_evidence e where e.turn_id = turn.id) as in_context,
+       array(select l.id from (<<LINKED>>) l order by 1) as requester_ids
+  from turn
+""", SELECT_TURN=SELECT_TURN.strip(),
+     LINKED=compose(RESOLVE_LINKED, ACTOR="turn.requester_actor_id", AGENT="turn.agent_id").strip())
 # An actor filter resolves only through actors this agent's conversations know; an
 # unresolvable filter resolves to nothing (and so returns nothing), never to "anyone".
 RESOLVE_ACTOR = """
@@ -414,6 +425,12 @@ values (%(turn)s, %(digest)s, %(filters)s, %(destination)s, %(requested)s, %(eff
         %(status)s, %(mode)s, %(degradation)s, %(selected)s, %(exclusions)s)
 returning id
 """
+# How a search ends, in one round trip: the evidence it adds recorded, its audit row written, and
+# the texts of what it shows.
+FINISH_SEARCH = compose("""
+with evidence as (<<ADD_EVIDENCE>>),
+audit as (<<INSERT_AUDIT>>)
+<<HYDRATE>>""", ADD_EVIDENCE=ADD_EVIDENCE.strip(), INSERT_AUDIT=INSERT_AUDIT.strip(), HYDRATE=HYDRATE.strip())
 # The reply's provenance as a whole: the pre-delivery recheck asks exactly this.
 JOINT_LINEAGE = """
 select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_conversation)s::bigint,

@@ -70,45 +70,70 @@ class Ranking:
         return [0.1, 0.1, 0.4, 0.1 * self.speaker_weight]
 
 
-# The scope's documents and their total length (folded counts plus pending deltas): exact, and a
-# read of a few rows however large the scope. Also how a search sizes its scope (an exact vector
-# list for a small one, the HNSW walk for a large one) without counting the scope's messages.
+# The documents of `agents` and their total length, and the documents of `scope_agents` among them
+# (folded counts plus pending deltas): exact, and a read of a few rows however large the scope. Also how
+# a search sizes its scope (an exact vector list for a small one, the HNSW walk for a large one).
 SCOPE_DOCS = """
-select coalesce(sum(docs), 0)::bigint as docs, coalesce(sum(total_len), 0)::bigint as total_len
-  from (select docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+select coalesce(sum(x.docs), 0)::bigint as docs, coalesce(sum(x.total_len), 0)::bigint as total_len,
+       coalesce(sum(x.docs) filter (where x.agent_id = any(%(scope_agents)s::bigint[])), 0)::bigint as scope_docs
+  from (select agent_id, docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
         union all
-        select docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
+        select agent_id, docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
 """
 
-# Everything BM25 and the candidate bound need, in one round trip: each term's lexemes in the
-# workspace's configuration (a quoted phrase has several; a word the configuration drops as a
-# stopword has none) and, for a word read through stemmers too (backscroll_term_configs), its
-# alternative forms; each lexeme's document frequency over the agents (folded counts plus
-# pending deltas); and the agents' documents and total length.
+# Everything BM25 and the candidate bound need, in one round trip: which of the query's terms
+# count (under `multilingual`, a sentence in a detected language leaves out that language's
+# function words: `lang`, see query_language); each counted term's lexemes in the workspace's
+# configuration (a quoted phrase has several; a word the configuration drops as a stopword has
+# none) and, for a word read through stemmers too (backscroll_term_configs), its alternative
+# forms; each lexeme's document frequency over the agents BM25 counts (`agents`) and over those
+# the candidates are read from (`scope_agents`, a subset; folded counts plus pending deltas); and
+# both sets' documents, with the BM25 agents' total length.
 QUERY_STATS = compose("""
-with terms as (
+with typed as (
+    select t.term, t.i from unnest(%(terms)s::text[]) with ordinality as t(term, i)
+),
+dropped as (
+    select coalesce(array_agg(x.i), '{}') as ids
+      from typed x
+     where %(lang)s::regconfig is not null
+       and <<FUNCTION_WORD>>
+),
+counted as (
+    select x.term, x.i from typed x, dropped d
+     where not (x.i = any(d.ids)) or cardinality(d.ids) = (select count(*) from typed)
+),
+terms as (
     select t.i, cardinality(c.configs) > 1 as alternatives,
            array(select distinct u.lexeme from unnest(c.configs) as r(cfg), unnest(to_tsvector(r.cfg, t.term)) u
                   order by 1) as lexemes
-      from unnest(%(terms)s::text[]) with ordinality as t(term, i)
+      from counted t
       cross join lateral (select backscroll_term_configs(%(cfg)s::regconfig, t.term, %(stems)s::regconfig[])
                                  as configs) c
 ),
 df as (
-    select l.lexeme,
-           coalesce((select sum(t.df) from search_term_stats t
-                      where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme), 0)
-         + coalesce((select sum(d.delta) from search_term_deltas d
-                      where d.agent_id = any(%(agents)s::bigint[]) and d.lexeme = l.lexeme), 0) as df
+    select l.lexeme, s.df + d.df as df, s.scope_df + d.scope_df as scope_df
       from (select distinct x.lexeme from terms, unnest(terms.lexemes) as x(lexeme)) l
+      cross join lateral (
+            select coalesce(sum(t.df), 0) as df,
+                   coalesce(sum(t.df) filter (where t.agent_id = any(%(scope_agents)s::bigint[])), 0) as scope_df
+              from search_term_stats t
+             where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme) s
+      cross join lateral (
+            select coalesce(sum(t.delta), 0) as df,
+                   coalesce(sum(t.delta) filter (where t.agent_id = any(%(scope_agents)s::bigint[])), 0) as scope_df
+              from search_term_deltas t
+             where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme) d
 ),
 docs as (<<SCOPE_DOCS>>)
-select d.docs, d.total_len,
+select d.docs, d.total_len, d.scope_docs,
+       (select coalesce(json_agg(c.i - 1 order by c.i), '[]') from counted c) as counted,
        (select coalesce(json_agg(t.lexemes order by t.i), '[]') from terms t) as per_term,
        (select coalesce(json_agg(t.alternatives order by t.i), '[]') from terms t) as alternatives,
-       (select coalesce(json_object_agg(df.lexeme, df.df), '{}') from df) as df
+       (select coalesce(json_object_agg(df.lexeme, json_build_array(df.df, df.scope_df)), '{}') from df) as df
   from docs d
-""", SCOPE_DOCS=SCOPE_DOCS.strip())
+""", FUNCTION_WORD="""x.term !~ '\\s' and length(to_tsvector(%(cfg)s::regconfig, x.term)) > 0
+       and length(to_tsvector(%(lang)s::regconfig, x.term)) = 0""", SCOPE_DOCS=SCOPE_DOCS.strip())
 
 
 def bm25_scores(source: str) -> str:
@@ -233,6 +258,9 @@ class QueryStats:
     df: tuple[int, ...] = ()    # beside `lexemes`
     slots: tuple[int, ...] = ()  # beside `lexemes`: which slot each belongs to
     stems: tuple[str, ...] = ()  # the configurations a word was read through (backscroll_term_configs)
+    terms: tuple[str, ...] = ()  # the query's terms that count (function words left out), beside term_df
+    scope_term_df: tuple[int, ...] = ()  # beside term_df: over the agents the candidates are read from
+    scope_docs: int = 0          # the documents of those agents
 
     def slot_weights(self) -> list[float]:
         """Each slot's idf (at its best form's), a lexeme no document holds counted as one
@@ -262,7 +290,7 @@ def match_floor(weights: list[float], share: float) -> float:
 
 def scope_docs(conn: psycopg.Connection, agents: list[int]) -> int:
     """How many documents (indexed messages) these agents hold."""
-    return int(conn.execute(SCOPE_DOCS, {"agents": agents}).fetchone()["docs"])
+    return int(conn.execute(SCOPE_DOCS, {"agents": agents, "scope_agents": agents}).fetchone()["docs"])
 
 
 def slots_of(per_term: list[list[str]], alternatives: list[bool]) -> list[frozenset[str]]:
@@ -278,53 +306,56 @@ def slots_of(per_term: list[list[str]], alternatives: list[bool]) -> list[frozen
 
 # The words of a query that are function words of its own language ("when", "did", "the"; "quand",
 # "le"), when the query reads as a sentence in one: left out under `multilingual`, as a pinned
-# language's configuration leaves them out. Quoted phrases and words no stemmer drops stay.
-FUNCTION_WORDS = """
-select array(select x.i - 1 from unnest(%(terms)s::text[]) with ordinality as x(t, i)
-              where x.t !~ '\\s' and length(to_tsvector(%(cfg)s::regconfig, x.t)) > 0
-                and length(to_tsvector(%(lang)s::regconfig, x.t)) = 0
-              order by x.i) as dropped
-"""
-
-
-def content_terms(conn: psycopg.Connection, cfg: str, query: str, terms: list[str],
-                  settings: Settings | None = None) -> list[str]:
-    """`terms` without the function words of the query's language (see FUNCTION_WORDS), under
-    `multilingual`; all of them when every one is a function word, or the language is unclear."""
+# language's configuration leaves them out (QUERY_STATS's `dropped`; all of them stay when every
+# one is a function word). Quoted phrases and words no stemmer drops stay.
+def query_language(conn: psycopg.Connection, cfg: str, query: str, terms: list[str],
+                   settings: Settings | None = None) -> str | None:
+    """The configuration of the language whose function words `terms` leave out: under
+    `multilingual`, for a query of two terms or more that reads as one language; else None."""
     if cfg != MULTILINGUAL or len(terms) < 2:
-        return terms
-    lang = language.detector(conn, settings).query_language(query)
-    if lang is None:
-        return terms
-    dropped = set(conn.execute(FUNCTION_WORDS, {"terms": terms, "cfg": cfg, "lang": lang}).fetchone()["dropped"])
-    kept = [t for i, t in enumerate(terms) if i not in dropped]
-    return kept or terms
+        return None
+    return language.detector(conn, settings).query_language(query)
 
 
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str],
-                settings: Settings | None = None) -> QueryStats:
-    """The statistics BM25 and the candidate bound need, for `terms` over `agents`; under
-    `multilingual`, a word is also read through the stemmers of the detector's languages."""
+                settings: Settings | None = None, *, query: str | None = None,
+                scope_agents: list[int] | None = None) -> QueryStats:
+    """The statistics BM25 and the candidate bound need, for `terms` over `agents`, in one
+    statement; under `multilingual`, a word is also read through the stemmers of the detector's
+    languages and, given the `query` they came from, the function words of its language are left
+    out (QueryStats.terms: the terms that count). `scope_agents` (a subset of `agents`, by
+    default all of them): where the candidates are read, whose frequencies bound them."""
     stems = language.stemmers(conn, settings) if cfg == MULTILINGUAL else []
+    lang = query_language(conn, cfg, query, terms, settings) if query is not None else None
+    scope = agents if scope_agents is None else scope_agents
     # Not prepared: with a workspace's many agents its generic plan is a 2 s scan (see db.py).
-    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents,
-                                       "stems": list(stems)}).fetchone()
+    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents, "scope_agents": scope,
+                                       "stems": list(stems), "lang": lang}).fetchone()
     per_term: list[list[str]] = stats["per_term"]
     alternatives: list[bool] = stats["alternatives"]
-    df = {lx: int(n) for lx, n in stats["df"].items()}
+    df = {lx: int(n) for lx, (n, _) in stats["df"].items()}
+    scope_df = {lx: int(n) for lx, (_, n) in stats["df"].items()}
     docs = int(stats["docs"])
     avgdl = (stats["total_len"] / docs) if docs else 1.0
     pairs = [(lx, k) for k, slot in enumerate(slots_of(per_term, alternatives)) for lx in sorted(slot)]
+
+    def term_df(frequency: dict[str, int]) -> list[int]:
+        # A phrase matches no more documents than its rarest word; a word, at least as many as
+        # its most common form (its stem is in every document holding an inflection).
+        return [(max if alt else min)((frequency[lx] for lx in lxs), default=0)
+                for lxs, alt in zip(per_term, alternatives)]
+
     return QueryStats(
         lexemes=[lx for lx, _ in pairs],
         idf=[idf(docs, df[lx]) for lx, _ in pairs],
         avgdl=max(avgdl, 1.0),
         docs=docs,
-        # A phrase matches no more documents than its rarest word; a word, at least as many as
-        # its most common form (its stem is in every document holding an inflection).
-        term_df=[(max if alt else min)((df[lx] for lx in lxs), default=0) for lxs, alt in zip(per_term, alternatives)],
+        term_df=term_df(df),
         term_has_lexemes=[bool(lxs) for lxs in per_term],
         df=tuple(df[lx] for lx, _ in pairs),
         slots=tuple(k for _, k in pairs),
         stems=tuple(stems),
+        terms=tuple(terms[i] for i in stats["counted"]),
+        scope_term_df=tuple(term_df(scope_df)),
+        scope_docs=int(stats["scope_docs"]),
     )

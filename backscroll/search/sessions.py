@@ -214,19 +214,17 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
     cfg = scope.ts_config or ranking.MULTILINGUAL
     typed = search_box_terms(q)
-    words = replace(typed, positive=ranking.content_terms(conn, cfg, q, typed.positive, settings))
-    stats = ranking.query_stats(conn, workspace_agents, cfg, words.positive, settings)
-    whole = sorted(agents) == sorted(workspace_agents)
-    mine = stats if whole else ranking.query_stats(conn, agents, cfg, words.positive, settings)
-    # Candidates come from the rarest terms, by their frequency in the reader's agents (where the
-    # candidates are read); BM25's statistics are the workspace's.
-    chosen = ranking.generating_terms(mine.term_df, rank.pool)
+    # BM25's statistics are the workspace's; candidates come from the rarest terms by their
+    # frequency in the reader's agents (where the candidates are read): one read for both.
+    stats = ranking.query_stats(conn, workspace_agents, cfg, typed.positive, settings, query=q, scope_agents=agents)
+    words = replace(typed, positive=list(stats.terms))
+    chosen = ranking.generating_terms(list(stats.scope_term_df), rank.pool)
     generating = [words.positive[i] for i in chosen]
     searching = any(stats.term_has_lexemes)  # lexemes depend on the configuration alone
     # A common word: content candidates are read from the window of the reader's agents' recent
     # messages that holds about the pool's worth of matches (own conversations windowed alike).
-    since = ranking.recent_window_start(conn, scope.workspace_id, agents, sum(mine.term_df[i] for i in chosen),
-                                        mine.docs, rank.pool)
+    since = ranking.recent_window_start(conn, scope.workspace_id, agents,
+                                        sum(stats.scope_term_df[i] for i in chosen), stats.scope_docs, rank.pool)
     params = {
         "ws": scope.workspace_id,
         "actor": scope.actor_id,
@@ -258,13 +256,12 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         **stats.params(rank),
     }
 
-    docs = stats.docs if whole else None
+    docs = stats.scope_docs
     # An exact scan beside the content list is split in its two arms: the reader's agents' on the
     # side connection, the reader's own conversations with other agents here, once the content
     # list is read (a quiet reader's scan is most of its search, and this connection is idle).
     split = side is not None and pending is not None and scope.actor_id is not None and bool(params["other_agents"])
     if split:
-        docs = docs if docs is not None else ranking.scope_docs(conn, agents)
         split = hybrid.exact_scope(settings, docs)
 
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[dict]:

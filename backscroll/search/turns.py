@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import language
 from ..errors import BadRequest, Conflict, NotFound
 from ..vocabulary import ExternalId, Text
-from .history import ADD_EVIDENCE, JOINT_LINEAGE, Turn, evidence_ids, load_turn
+from .history import Turn, evidence_ids, load_turn
+from .history_sql import ADD_EVIDENCE, JOINT_LINEAGE
 
 MAX_LOADED = 500        # the history window is capped at 500 messages
 MAX_INPUT_MESSAGES = 501

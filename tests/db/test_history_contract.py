@@ -325,6 +325,9 @@ def test_a_failed_audit_write_fails_the_search(town, monkeypatch):
     answering = town.w.message(WS, town.dm_bob, "offsite?", speaker="U_B", minute=100)
     turn = town.w.turn(WS, AGENT, town.dm_bob, requester="U_B", answering=answering)
     monkeypatch.setattr(history, "INSERT_AUDIT", history_sql.INSERT_AUDIT.replace("search_audit", "search_audit_missing"))
+    # The audit row is written with the evidence, in the statement that ends the search.
+    monkeypatch.setattr(history, "FINISH_SEARCH", history_sql.FINISH_SEARCH.replace("into search_audit",
+                                                                                    "into search_audit_missing"))
     request = history.SearchRequest(turn_id=turn, query="offsite venue")
     with pytest.raises(Exception):
         with town.w.conn.transaction():
