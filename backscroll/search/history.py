@@ -33,7 +33,7 @@ from .terms import split_terms
 from .history_sql import (
     SELECT_TURN, SELECT_EVIDENCE_IDS, SEARCH_TURN, RESOLVE_ACTOR, VECTOR_SHAPES, SEARCH,
     LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, INSERT_AUDIT, FINISH_SEARCH,
-    JOINT_LINEAGE, SET_PLAN_CACHE_MODE,
+    JOINT_LINEAGE, JOINT_LINEAGE_GUARD, SET_PLAN_CACHE_MODE,
 )
 
 LIMIT_DEFAULT = 8
@@ -339,14 +339,14 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     seen = set(in_context)
     status = "ok"
     lineage_params = {"agent": turn.agent_id, **turn.destination_params()}
-    guard_joint = bool(hit_ids) and _jointly_allowed(conn, list(in_context), lineage_params)
-    if guard_joint:
-        # A lineage verdict can only turn from allowed to denied as roots are added (a larger set
-        # walks a superset of nodes), so when everything this search could add is deliverable
-        # together with the turn's evidence, so is every subset of it: one walk instead of one
-        # per hit.
-        offered = [m for h in hit_ids for m in (*around[h]["before"], h, *around[h]["after"])]
-        guard_joint = not _jointly_allowed(conn, list(dict.fromkeys([*in_context, *offered])), lineage_params)
+    # A lineage verdict can only turn from allowed to denied as roots are added (a larger set walks a
+    # superset of nodes), so when everything this search could add is deliverable together with
+    # the turn's evidence, so is every subset of it: one walk instead of one per hit. The hits are
+    # checked one by one only when the evidence is deliverable on its own and not with all of them.
+    offered = [m for h in hit_ids for m in (*around[h]["before"], h, *around[h]["after"])]
+    guard_joint = bool(hit_ids) and bool(conn.execute(JOINT_LINEAGE_GUARD, {
+        **lineage_params, "ids": list(in_context), "offered": list(dict.fromkeys([*in_context, *offered]))},
+        prepare=True).fetchone()["guard"])
     jointly_denied = 0
     for h in hit_ids:
         group = [m for m in [*around[h]["before"], h, *around[h]["after"]] if m not in seen and m not in evidence]

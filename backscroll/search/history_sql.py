@@ -431,11 +431,16 @@ FINISH_SEARCH = compose("""
 with evidence as (<<ADD_EVIDENCE>>),
 audit as (<<INSERT_AUDIT>>)
 <<HYDRATE>>""", ADD_EVIDENCE=ADD_EVIDENCE.strip(), INSERT_AUDIT=INSERT_AUDIT.strip(), HYDRATE=HYDRATE.strip())
+# Whether a set of messages (<<IDS>>) may be delivered together to the turn's destination.
+LINEAGE_ALLOWS = """backscroll_lineage_allows(<<IDS>>::bigint[], %(agent)s, %(d_conversation)s::bigint,
+                                 %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])"""
 # The reply's provenance as a whole: the pre-delivery recheck asks exactly this.
-JOINT_LINEAGE = """
-select backscroll_lineage_allows(%(ids)s::bigint[], %(agent)s, %(d_conversation)s::bigint,
-                                 %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[]) as ok
-"""
+JOINT_LINEAGE = compose("select <<ALLOWS>> as ok", ALLOWS=compose(LINEAGE_ALLOWS, IDS="%(ids)s"))
+# Whether a search must check its hits' joint lineage one by one (see search_history): only when the
+# turn's evidence (`ids`) is deliverable on its own and stops being so with all the search offers.
+JOINT_LINEAGE_GUARD = compose("select case when <<EVIDENCE>> then not <<OFFERED>> else false end as guard",
+                              EVIDENCE=compose(LINEAGE_ALLOWS, IDS="%(ids)s"),
+                              OFFERED=compose(LINEAGE_ALLOWS, IDS="%(offered)s"))
 SET_PLAN_CACHE_MODE = """
 select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
 """
