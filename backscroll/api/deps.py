@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
@@ -34,7 +35,10 @@ class AuthenticatedRoute(APIRoute):
             try:
                 return await handle(request)
             finally:
-                await run_in_threadpool(svc.end, request)
+                if svc.settled(request):
+                    svc.end(request)  # nothing to commit: handing the connection back is no I/O
+                else:
+                    await run_in_threadpool(svc.end, request)
 
         return authenticated
 
@@ -43,3 +47,10 @@ class AuthenticatedRoute(APIRoute):
 bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 Svc = Annotated[Service, Depends(service)]
+
+
+def answer(content: dict) -> JSONResponse:
+    """A search's answer, sent as it is: its values are JSON's own (ids, text, numbers, ISO
+    times), so FastAPI's generic encoder, which walks every value of a page in Python (0.3-0.6
+    ms a page of sessions), has nothing to do. The route's declared responses are unchanged."""
+    return JSONResponse(content)

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Request
 from ..access.audit import query_digest
 from ..access.auth import TokenKind
 from ..search import history, turns
-from .deps import AuthenticatedRoute, Id, Svc, bearer
+from .deps import AuthenticatedRoute, Id, Svc, answer, bearer
 
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)], tags=["history"])
 
@@ -23,8 +23,8 @@ def register_turn(request: Request, svc: Svc, body: turns.TurnIn):
 def search_history(request: Request, svc: Svc, body: history.SearchRequest):
     digest = query_digest(svc.settings, body.query)
     with svc.session(request, TokenKind.runtime) as (conn, principal):
-        return history.search_history(conn, principal.workspace_id, principal.agent_ids, body, digest,
-                                      settings=svc.settings, side=svc.side())
+        return answer(history.search_history(conn, principal.workspace_id, principal.agent_ids, body, digest,
+                                             settings=svc.settings, side=svc.side()))
 
 
 @router.post("/v1/turns/{turn_id}/reply", status_code=201, summary="Store the reply with the turn's evidence as provenance")

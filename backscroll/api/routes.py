@@ -17,7 +17,7 @@ from ..ingest import importer, links, memories
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
-from .deps import AuthenticatedRoute, Id, Svc, bearer
+from .deps import AuthenticatedRoute, Id, Svc, answer, bearer
 from .service import Service
 
 
@@ -48,10 +48,10 @@ def list_sessions(
     with svc.read_session(request, TokenKind.reader) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, agent)
         if query is None:
-            return sessions.recent(conn, scope, svc.codec, before, size)
+            return answer(sessions.recent(conn, scope, svc.codec, before, size))
         with svc.ledger() as ledger:
-            return sessions.search(conn, scope, svc.codec, query, before, size, svc.limits, settings=svc.settings,
-                                   ledger=ledger, side=svc.side(read=True))
+            return answer(sessions.search(conn, scope, svc.codec, query, before, size, svc.limits,
+                                          settings=svc.settings, ledger=ledger, side=svc.side(read=True)))
 
 
 @router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")

@@ -68,6 +68,12 @@ class Service:
             raise
         request.state.held = Held(conn, principal)
 
+    def settled(self, request: Request) -> bool:
+        """Whether the request's connection has no transaction open (its session committed or
+        rolled back), so that `end` does no I/O and need not leave the event loop."""
+        h = held(request)
+        return h is None or h.conn.info.transaction_status == TransactionStatus.IDLE
+
     def end(self, request: Request) -> None:
         """Give the request's connection back: what is left open is the authentication's own
         transaction (its touch of last_used_at), committed; a failed one is rolled back."""
