@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -125,13 +127,23 @@ def cmd_serve(args, settings: Settings) -> int:
     # Each worker builds its own application (pools, maintenance thread) from the environment; the
     # database URL is handed down so that they all use the server this process found or started.
     os.environ["BACKSCROLL_DATABASE_URL"] = url
+    # Each worker counts its own requests; /metrics, whichever worker answers it, adds up all of
+    # theirs from the files prometheus_client's multiprocess mode keeps in this folder (one per
+    # worker, made fresh for this server unless the environment names one).
+    own_metrics = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    if own_metrics:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="backscroll-metrics-")
     print(f"backscroll serve: {workers} worker processes, up to {workers * settings.pool_max_size} connections",
           file=sys.stderr)
     from uvicorn.supervisors import Multiprocess
 
     config = uvicorn.Config("backscroll.app:worker_app", factory=True, workers=workers, host=host, port=port,
                             log_level=settings.log_level, access_log=False)
-    Multiprocess(config, sockets=[serving_socket(config)]).run()
+    try:
+        Multiprocess(config, sockets=[serving_socket(config)]).run()
+    finally:
+        if own_metrics:
+            shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)
     return 0
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from .. import status as search_status
 from ..access.auth import TokenKind
@@ -181,6 +182,11 @@ def openapi(request: Request, svc: Svc):
 def metrics(request: Request, svc: Svc):
     with svc.session(request, TokenKind.admin):
         pass
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # `serve --workers N`: every worker's counts, whichever worker answers.
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -28,7 +28,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_serve_runs_the_workers_asked_for(db_url, tmp_path):
+def _requests_counted(text: str, status: str) -> float:
+    """The sum of backscroll_http_requests_total over routes for one status, from /metrics."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("backscroll_http_requests_total{") and f'status="{status}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_serve_runs_the_workers_asked_for(db_url, world, tmp_path):
+    admin = world.token("admin")
     port = _free_port()
     env = {**os.environ, "BACKSCROLL_DATABASE_URL": db_url, "BACKSCROLL_MAINTENANCE_INTERVAL_S": "60"}
     proc = subprocess.Popen(
@@ -52,6 +62,12 @@ def test_serve_runs_the_workers_asked_for(db_url, tmp_path):
         assert set(answers) == {401}  # every worker authenticates
         workers = [c for c in _children(proc.pid) if Path(f"/proc/{c}/cmdline").read_bytes().find(b"spawn") >= 0]
         assert len(workers) == 2, _children(proc.pid)
+        # /metrics adds up every worker's counts, whichever worker answers it.
+        for _ in range(6):
+            scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {admin}"},
+                                timeout=10)
+            assert scraped.status_code == 200, scraped.text
+            assert _requests_counted(scraped.text, "401") >= 20, scraped.text[:2000]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
