@@ -23,26 +23,26 @@ select t.id, t.workspace_id, t.agent_id, t.conversation_id, t.requester_actor_id
 """
 SELECT_EVIDENCE_IDS = "select coalesce(array_agg(message_id order by message_id), '{}') as ids from turn_evidence where turn_id = %(turn)s"
 
-# The requester (<<ACTOR>>) and every identity verifiably linked to them in this perspective (<<AGENT>>).
+# The requester (`p.actor`) and every identity verifiably linked to them in this perspective
+# (`p.agent`), for a statement that names them in a relation `p`.
 RESOLVE_LINKED = """
-select <<ACTOR>> as id where <<ACTOR>> is not null
+select p.actor as id from p where p.actor is not null
 union
-select case when l.actor_a = <<ACTOR>> then l.actor_b else l.actor_a end
-  from identity_links l
- where l.agent_id = <<AGENT>> and l.revoked_at is null and l.verified_at is not null
-   and <<ACTOR>> in (l.actor_a, l.actor_b)
+select case when l.actor_a = p.actor then l.actor_b else l.actor_a end
+  from p join identity_links l on l.agent_id = p.agent and p.actor in (l.actor_a, l.actor_b)
+ where l.revoked_at is null and l.verified_at is not null
 """
 # What a search starts from, in one round trip: the turn (locked, as SELECT_TURN locks it), every
 # message it has seen, and its requester's identities.
 SEARCH_TURN = compose("""
-with turn as (<<SELECT_TURN>>)
+with turn as (<<SELECT_TURN>>),
+p as (select requester_actor_id as actor, agent_id as agent from turn)
 select turn.*,
        (select coalesce(array_agg(e.message_id order by e.message_id), '{}')
           from turn_evidence e where e.turn_id = turn.id) as in_context,
-       array(select l.id from (<<LINKED>>) l order by 1) as requester_ids
+       array(select l.id from (<<RESOLVE_LINKED>>) l order by 1) as requester_ids
   from turn
-""", SELECT_TURN=SELECT_TURN.strip(),
-     LINKED=compose(RESOLVE_LINKED, ACTOR="turn.requester_actor_id", AGENT="turn.agent_id").strip())
+""", SELECT_TURN=SELECT_TURN.strip(), RESOLVE_LINKED=RESOLVE_LINKED.strip())
 # An actor filter resolves only through actors this agent's conversations know; an
 # unresolvable filter resolves to nothing (and so returns nothing), never to "anyone".
 RESOLVE_ACTOR = """
@@ -431,16 +431,18 @@ FINISH_SEARCH = compose("""
 with evidence as (<<ADD_EVIDENCE>>),
 audit as (<<INSERT_AUDIT>>)
 <<HYDRATE>>""", ADD_EVIDENCE=ADD_EVIDENCE.strip(), INSERT_AUDIT=INSERT_AUDIT.strip(), HYDRATE=HYDRATE.strip())
-# Whether a set of messages (<<IDS>>) may be delivered together to the turn's destination.
-LINEAGE_ALLOWS = """backscroll_lineage_allows(<<IDS>>::bigint[], %(agent)s, %(d_conversation)s::bigint,
-                                 %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])"""
+def _lineage_allows(ids: str) -> str:
+    """Whether the messages of parameter `ids` may be delivered together to the turn's destination."""
+    return compose("""backscroll_lineage_allows(<<IDS>>::bigint[], %(agent)s, %(d_conversation)s::bigint,
+                                 %(d_kind)s::audience_kind, %(d_namespace)s, %(d_readers)s::text[])""", IDS=ids)
+
+
 # The reply's provenance as a whole: the pre-delivery recheck asks exactly this.
-JOINT_LINEAGE = compose("select <<ALLOWS>> as ok", ALLOWS=compose(LINEAGE_ALLOWS, IDS="%(ids)s"))
+JOINT_LINEAGE = compose("select <<ALLOWS>> as ok", ALLOWS=_lineage_allows("%(ids)s"))
 # Whether a search must check its hits' joint lineage one by one (see search_history): only when the
 # turn's evidence (`ids`) is deliverable on its own and stops being so with all the search offers.
 JOINT_LINEAGE_GUARD = compose("select case when <<EVIDENCE>> then not <<OFFERED>> else false end as guard",
-                              EVIDENCE=compose(LINEAGE_ALLOWS, IDS="%(ids)s"),
-                              OFFERED=compose(LINEAGE_ALLOWS, IDS="%(offered)s"))
+                              EVIDENCE=_lineage_allows("%(ids)s"), OFFERED=_lineage_allows("%(offered)s"))
 SET_PLAN_CACHE_MODE = """
 select current_setting('plan_cache_mode') as was, set_config('plan_cache_mode', %(mode)s, true)
 """
