@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from prometheus_client import Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,6 +27,14 @@ LATENCY = Histogram(
     "backscroll_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+
+
+def protect(response: Response) -> None:
+    """Headers every answer carries: nothing is stored by a cache on the way (a transcript or a
+    search names people and what they said), unless a route chose otherwise, and no browser
+    guesses a content type other than the one declared."""
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers["X-Content-Type-Options"] = "nosniff"
 
 
 class BodyLimit:
@@ -103,10 +111,11 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     app.include_router(health.router)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
 
-    @app.middleware("http")  # added last, so it is outermost and measures every answer
-    async def measure(request: Request, call_next):
+    @app.middleware("http")  # added last, so it is outermost and sees every answer
+    async def every_answer(request: Request, call_next):
         started = time.perf_counter()
         response = await call_next(request)
+        protect(response)
         route = request.scope.get("route")
         template = getattr(route, "path", "unmatched")
         LATENCY.labels(request.method, template).observe(time.perf_counter() - started)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Response
+from pydantic import BeforeValidator
 from fastapi.responses import JSONResponse
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
@@ -45,7 +46,15 @@ class AuthenticatedRoute(APIRoute):
 
 # Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute and Service.session.
 bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
-Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+def _digits(value: object) -> object:
+    """An id in a path is digits and nothing else: `1%20` (`1 `), `+1` or `1_0` would otherwise be
+    read as a nearby number and act on its row."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("an id is digits only")
+    return value
+
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID), BeforeValidator(_digits)]
 Svc = Annotated[Service, Depends(service)]
 
 

@@ -165,7 +165,7 @@ PATH_ROUTES = [
 
 
 @pytest.mark.parametrize("ident", ["0", "-1", "99999999999999999999", "9223372036854775808", "abc",
-                                   "1e3", "1.5", "%20", "0x10"])
+                                   "1e3", "1.5", "%20", "0x10", "1%20", "%201", "+1", "1_0", "%EF%BC%91"])
 def test_bad_path_ids_are_400(db_url, world, setup, ident):
     with client(db_url) as http:
         before = snapshot(world.conn)
@@ -173,6 +173,19 @@ def test_bad_path_ids_are_400(db_url, world, setup, ident):
             r = http.request(method, template.format(ident), json=body, headers=bearer(setup[kind]))
             error = assert_error(r, 400, "invalid_request")
             assert "_id" in error["message"], (method, template, error)
+        assert snapshot(world.conn) == before
+
+
+@pytest.mark.parametrize("decoration", ["{}%20", "%20{}", "+{}", "{}%0A", "{}%09"])
+def test_an_id_near_a_real_one_acts_on_nothing(db_url, world, setup, decoration):
+    """`DELETE /v1/conversations/1%20` once deleted conversation 1: an id is digits or a 400."""
+    with client(db_url) as http:
+        before = snapshot(world.conn)
+        for method, template, kind, body in PATH_ROUTES:
+            target = setup["streaming"] if "/messages/" in template else setup["conv"]
+            r = http.request(method, template.format(decoration.format(target)), json=body,
+                             headers=bearer(setup[kind]))
+            assert_error(r, 400, "invalid_request")
         assert snapshot(world.conn) == before
 
 
