@@ -13,27 +13,53 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from ..vocabulary import MAX_ID
-from .service import Service, service
+from ..access.auth import TokenKind
+from .service import Service, held, service
+
+
+def requires(*kinds: TokenKind):
+    """The token kinds a route answers (`@requires(TokenKind.ingest)` under its `@router` line):
+    checked as soon as the caller is known, before the body or the parameters are validated, so
+    a wrong-kind token learns nothing of them (403, not 400)."""
+    if not kinds:
+        raise TypeError("requires() needs at least one token kind")
+
+    def declare(endpoint):
+        endpoint.token_kinds = kinds
+        return endpoint
+
+    return declare
 
 
 class AuthenticatedRoute(APIRoute):
-    """A route that authenticates the caller before FastAPI validates the body or the parameters.
+    """A route that authenticates the caller, and checks the token's kind (`requires`), before
+    FastAPI validates the body or the parameters.
 
     Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
     schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
     token. The connection it authenticates on is the request's (Service.begin; Service.session
     works on it), taken once the body has arrived, so a slow upload never holds a connection (the
-    body is bounded by app.BodyLimit).
+    body is bounded by app.BodyLimit). A route that declares no kinds is refused when the
+    application is built: no route answers every kind by omission.
     """
+
+    def __init__(self, path: str, endpoint, **kwargs):
+        kinds = getattr(endpoint, "token_kinds", None)
+        if not kinds:
+            raise TypeError(f"route {path} declares no token kinds: add @requires(...) under its @router line")
+        self.token_kinds: tuple[TokenKind, ...] = kinds
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self):
         handle = super().get_route_handler()
+        kinds = self.token_kinds
 
         async def authenticated(request: Request) -> Response:
             svc = service(request)
             await request.body()  # kept by the request for the handler
             await run_in_threadpool(svc.begin, request)
             try:
+                held(request).principal.require(*kinds)
                 return await handle(request)
             finally:
                 if svc.settled(request):

@@ -18,7 +18,7 @@ from ..ingest import importer, links, memories
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
-from .deps import AuthenticatedRoute, Id, Svc, answer, bearer
+from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 from .service import Service
 
 
@@ -35,6 +35,7 @@ def _check_body_size(svc: Service, *texts: str | None) -> None:
 
 
 @router.get("/v1/agent-sessions", tags=["sessions"], summary="Recent sessions, or sessions matching q")
+@requires(TokenKind.reader)
 def list_sessions(
     request: Request,
     svc: Svc,
@@ -46,7 +47,7 @@ def list_sessions(
 ):
     query = sessions.validate_query(q, svc.limits)
     size = clamp_limit(limit, svc.limits.default, svc.limits.maximum)
-    with svc.read_session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, agent)
         if query is None:
             return answer(sessions.recent(conn, scope, svc.codec, before, size))
@@ -56,15 +57,17 @@ def list_sessions(
 
 
 @router.get("/v1/agent-sessions/{session_id}", tags=["sessions"], summary="One session, if the reader may see it")
+@requires(TokenKind.reader)
 def get_session(request: Request, svc: Svc, session_id: Id):
-    with svc.read_session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, None)
         return sessions.get_one(conn, scope, session_id)
 
 
 @router.post("/v1/conversations", tags=["ingest"], status_code=201, summary="Create or update a conversation")
+@requires(TokenKind.ingest)
 def upsert_conversation(request: Request, response: Response, svc: Svc, body: ingest.ConversationIn):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         conv_id, created = ingest.upsert_conversation(conn, principal.workspace_id, body)
     if not created:
         response.status_code = 200
@@ -73,9 +76,10 @@ def upsert_conversation(request: Request, response: Response, svc: Svc, body: in
 
 @router.post("/v1/conversations/{conversation_id}/messages", tags=["ingest"], status_code=201,
              summary="Append a message (idempotent on external_id)")
+@requires(TokenKind.ingest)
 def append_message(request: Request, response: Response, svc: Svc, conversation_id: Id, body: ingest.MessageIn):
     _check_body_size(svc, body.body)
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         msg_id, created = ingest.append_message(conn, principal.workspace_id, conversation_id, body)
     if not created:
         response.status_code = 200
@@ -114,21 +118,23 @@ class ImportResult(BaseModel):
                  "larger loads."),
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/x-ndjson": {"schema": {"type": "string"}}}}})
+@requires(TokenKind.ingest)
 async def bulk_import(request: Request, svc: Svc) -> dict:
     data = await request.body()
     return await run_in_threadpool(_bulk_import, request, svc, data)
 
 
 def _bulk_import(request: Request, svc: Service, data: bytes) -> dict:
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         report = importer.import_stream(conn, io.BytesIO(data), workspace_id=principal.workspace_id)
     return report.as_dict()
 
 
 @router.patch("/v1/messages/{message_id}", tags=["ingest"], summary="Fill or finish a streaming message")
+@requires(TokenKind.ingest)
 def patch_message(request: Request, svc: Svc, message_id: Id, body: ingest.MessagePatch):
     _check_body_size(svc, body.body, body.append)
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         result = ingest.patch_message(conn, principal.workspace_id, message_id, body)
         if result["body_chars"] > svc.settings.body_max_chars:
             # Raising inside the transaction rolls the append back: nothing half-written.
@@ -138,21 +144,24 @@ def patch_message(request: Request, svc: Svc, message_id: Id, body: ingest.Messa
 
 
 @router.delete("/v1/messages/{message_id}", tags=["ingest"], status_code=204, summary="Delete a message")
+@requires(TokenKind.ingest)
 def delete_message(request: Request, svc: Svc, message_id: Id):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         ingest.delete_message(conn, principal.workspace_id, message_id)
     return Response(status_code=204)
 
 
 @router.delete("/v1/conversations/{conversation_id}", tags=["ingest"], status_code=204,
                summary="Delete a conversation and its messages")
+@requires(TokenKind.ingest)
 def delete_conversation(request: Request, svc: Svc, conversation_id: Id):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         ingest.delete_conversation(conn, principal.workspace_id, conversation_id)
     return Response(status_code=204)
 
 
 @router.get("/v1/whoami", tags=["meta"], summary="What the presented token is")
+@requires(*TokenKind)
 def whoami(request: Request, svc: Svc):
     with svc.session(request) as (_, principal):
         return {
@@ -165,22 +174,25 @@ def whoami(request: Request, svc: Svc):
 
 
 @router.get("/v1/status", tags=["meta"], summary="Schema version, search mode and embedding coverage per model")
+@requires(TokenKind.admin)
 def status(request: Request, svc: Svc):
-    with svc.session(request, TokenKind.admin) as (conn, _):
+    with svc.session(request) as (conn, _):
         facts = search_status.read(conn, svc.settings)
     # The endpoint is probed after the transaction: a slow server must not hold a connection.
     return search_status.report(facts, svc.settings)
 
 
 @router.get("/v1/openapi.json", tags=["meta"], include_in_schema=False)
+@requires(*TokenKind)
 def openapi(request: Request, svc: Svc):
     with svc.session(request):
         return request.app.openapi()
 
 
 @router.get("/metrics", tags=["meta"], summary="Prometheus metrics (admin token)")
+@requires(TokenKind.admin)
 def metrics(request: Request, svc: Svc):
-    with svc.session(request, TokenKind.admin):
+    with svc.session(request):
         pass
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # `serve --workers N`: every worker's counts, whichever worker answers.
@@ -191,23 +203,26 @@ def metrics(request: Request, svc: Svc):
 
 
 @router.post("/v1/memories", tags=["ingest"], status_code=201, summary="Store a memory with its audience and sources")
+@requires(TokenKind.ingest)
 def import_memory(request: Request, svc: Svc, body: memories.MemoryImport):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         return {"id": memories.import_memory(conn, principal.workspace_id, body)}
 
 
 @router.post("/v1/identity-links", tags=["ingest"], status_code=201,
              summary="Record that two actors are one person, in one agent's perspective (verified with proof, "
                      "else waiting for it)")
+@requires(TokenKind.ingest)
 def link_identities(request: Request, svc: Svc, body: links.LinkIn):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         return links.record(conn, principal.workspace_id, body)
 
 
 @router.post("/v1/identity-links/{link_id}/verify", tags=["ingest"],
              summary="Give a link waiting for proof its proof; from then on it grants what a link grants")
+@requires(TokenKind.ingest)
 def verify_link(request: Request, svc: Svc, link_id: Id, body: links.VerifyIn):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         links.verify(conn, principal.workspace_id, link_id, body.proof)
     return {"id": link_id, "verified": True}
 
@@ -215,14 +230,16 @@ def verify_link(request: Request, svc: Svc, link_id: Id, body: links.VerifyIn):
 @router.put("/v1/conversations/{conversation_id}/readers", tags=["ingest"],
             summary="Set the readers of a members or external conversation; its inherited messages and memories "
                     "take them at once")
+@requires(TokenKind.ingest)
 def set_readers(request: Request, svc: Svc, conversation_id: Id, body: ingest.ReadersIn):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         return ingest.set_readers(conn, principal.workspace_id, conversation_id, body)
 
 
 @router.post("/v1/identity-links/{link_id}/revoke", tags=["ingest"], summary="Separate two linked actors again")
+@requires(TokenKind.ingest)
 def revoke_link(request: Request, svc: Svc, link_id: Id):
-    with svc.session(request, TokenKind.ingest) as (conn, principal):
+    with svc.session(request) as (conn, principal):
         links.revoke(conn, principal.workspace_id, link_id)
     return {"id": link_id, "revoked": True}
 
@@ -240,13 +257,15 @@ class SearchSettingsIn(BaseModel):
 
 @router.get("/v1/workspaces/{slug}/search-settings", tags=["admin"],
             summary="A workspace's text search configuration, and the rebuild in progress if any")
+@requires(TokenKind.admin)
 def get_search_settings(request: Request, svc: Svc, slug: Slug):
-    with svc.session(request, TokenKind.admin) as (conn, _):
+    with svc.session(request) as (conn, _):
         return maintenance.language(conn, slug).as_dict()
 
 
 @router.put("/v1/workspaces/{slug}/search-settings", tags=["admin"], status_code=202,
             summary="Change a workspace's text search configuration; documents are rebuilt in the background")
+@requires(TokenKind.admin)
 def put_search_settings(request: Request, svc: Svc, slug: Slug, body: SearchSettingsIn):
-    with svc.session(request, TokenKind.admin) as (conn, _):
+    with svc.session(request) as (conn, _):
         return maintenance.request_reindex(conn, slug, body.text_search_config, body.speaker_names).as_dict()

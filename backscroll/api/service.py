@@ -96,9 +96,12 @@ class Service:
     @contextmanager
     def session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
         """One transaction for the request, opened only for an authenticated caller of an allowed
-        kind: the transaction the request authenticated in, when the route holds one."""
+        kind: the transaction the request authenticated in, when the route holds one (its kinds
+        checked by the route: deps.requires); else a connection of its own, for `kinds`."""
         h = held(request)
         if h is None:
+            if not kinds:
+                raise RuntimeError("no route authenticated this request: name the token kinds it allows")
             with self.pool.connection() as conn:
                 with conn.transaction():
                     principal = authenticate(conn, request.headers.get("authorization"))
@@ -127,6 +130,8 @@ class Service:
         if h is not None:
             principal = h.principal
             self.end(request)  # the read runs on the replica: the primary's connection goes back now
+        elif not kinds:
+            raise RuntimeError("no route authenticated this request: name the token kinds it allows")
         else:
             principal = self.authenticate(request)
         if kinds:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from ..access.auth import TokenKind
-from ..api.deps import AuthenticatedRoute, Id, Svc, bearer
+from ..api.deps import AuthenticatedRoute, Id, Svc, bearer, requires
 from ..errors import NotFound
 from ..search import sessions
 from . import transcript
@@ -74,6 +74,7 @@ api_router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bea
 
 @api_router.get("/v1/agent-sessions/{session_id}/messages", tags=["sessions"],
                 summary="A session's messages in order, if the reader may see the session")
+@requires(TokenKind.reader)
 def session_messages(
     request: Request,
     svc: Svc,
@@ -82,7 +83,7 @@ def session_messages(
     limit: Annotated[int | None, Query(description=f"Page size; clamped to 1..{transcript.PAGE_MAX}")] = None,
 ):
     size = transcript.clamp(limit)
-    with svc.read_session(request, TokenKind.reader) as (conn, principal):
+    with svc.read_session(request) as (conn, principal):
         scope = sessions.resolve_scope(conn, principal, None)
         sessions.get_one(conn, scope, session_id)  # 404 alike for missing and not the reader's
         return transcript.messages(conn, scope, svc.codec, session_id, after, size)

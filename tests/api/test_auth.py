@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll.access.auth import digest, revoke_token
+from backscroll.access.auth import TokenKind, digest, revoke_token
 from tests.api.support import api_routes, assert_error, conversation_body, fill, snapshot
 from tests.world import bearer, client
 
@@ -194,6 +194,30 @@ def test_wrong_kind_of_token_is_403_and_changes_nothing(db_url, world, method, t
             assert r.status_code < 300, (kind, r.status_code, r.text)
 
 
+@pytest.mark.parametrize("method,template", AUTHENTICATED, ids=[f"{m} {p}" for m, p in AUTHENTICATED])
+def test_wrong_kind_is_403_before_the_body_or_the_ids_are_read(db_url, world, method, template):
+    """A reader token on POST /v1/conversations with `{}` got a 400 naming the missing fields."""
+    conv, msg, tokens = _fixture(world)
+    allowed = ALLOWED[(method, template)]
+    path, _ = _sample(method, template, conv, msg)
+    attempts = [(path, {"json": {}}), (path, {"json": {"unexpected": [1, 2]}}),
+                (path, {"content": b"{not json", "headers": {"content-type": "application/json"}})]
+    if "{" in template:
+        attempts.append((fill(template, "abc"), {}))
+        attempts.append((fill(template, "0"), {"json": {}}))
+    with client(db_url) as http:
+        before = snapshot(world.conn)
+        for kind in KINDS:
+            if kind in allowed:
+                continue
+            for url, kwargs in attempts:
+                headers = {**bearer(tokens[kind]), **kwargs.get("headers", {})}
+                r = http.request(method, url, headers=headers, **{k: v for k, v in kwargs.items() if k != "headers"})
+                error = assert_error(r, 403, "forbidden")
+                assert "details" not in error, (kind, url, error)
+        assert snapshot(world.conn) == before
+
+
 def test_public_routes_are_fixed_files_that_hold_no_data(db_url, world):
     assert PUBLIC_ROUTES == [("GET", "/"), ("GET", "/c/{conversation}"), ("GET", "/static/{name}")], (
         "only the sidebar's page and its static files may be public")
@@ -281,3 +305,23 @@ def test_status_for_admin(db_url, world):
     applied = world.conn.execute("select max(version) as v from backscroll_migrations").fetchone()["v"]
     assert body["schema_version"] == applied
     assert body["mode"] in ("lexical", "hybrid", "degraded")
+
+
+def test_a_route_that_declares_no_token_kinds_is_refused_when_built():
+    from fastapi import APIRouter
+
+    from backscroll.api.deps import AuthenticatedRoute, requires
+
+    router = APIRouter(route_class=AuthenticatedRoute)
+    with pytest.raises(TypeError, match="declares no token kinds"):
+        @router.get("/v1/forgotten")
+        def forgotten():
+            return {}
+    with pytest.raises(TypeError):
+        requires()
+
+    @router.get("/v1/declared")
+    @requires(TokenKind.reader)
+    def declared():
+        return {}
+    assert [r.token_kinds for r in router.routes] == [(TokenKind.reader,)]
