@@ -36,6 +36,11 @@ class Settings(BaseSettings):
         default=Path(".backscroll/pgdata"),
         description="Data directory of the embedded PostgreSQL; kept between runs.",
     )
+    embedded_start_timeout_s: int = Field(
+        default=300, ge=10,
+        description="How long the embedded PostgreSQL may take to start before it counts as failed: a "
+                    "loaded machine can take minutes (the library's own wait is 10 s).",
+    )
     host: str = Field(default="127.0.0.1", description="Address the API binds to.")
     port: int = Field(default=8080, ge=1, le=65535, description="Port the API listens on.")
     pool_min_size: int = Field(default=1, ge=0, description="Connections each API process keeps open.")

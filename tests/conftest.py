@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -16,6 +18,31 @@ from tests.world import open_world
 
 TEMPLATE = "backscroll_template"
 _counter = itertools.count()
+# Each run's own base folder (unless --basetemp names one): pytest's default keeps the last three
+# runs' folders under pytest-of-<user> and deletes older ones, and with them the embedded server's
+# data of a run still going on the same machine.
+RUN_FOLDER = "backscroll-pytest-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pytest_configure(config):
+    if config.option.basetemp:
+        return
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(RUN_FOLDER + "*"):  # left by runs that are over
+        pid = old.name.removeprefix(RUN_FOLDER)
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    config.option.basetemp = str(root / f"{RUN_FOLDER}{os.getpid()}")
 
 
 def _with_db(url: str, name: str) -> str:

