@@ -52,8 +52,15 @@ class Settings(BaseSettings):
         description=(
             "Processes `backscroll serve` runs, each with its own connection pools and maintenance "
             "thread (search is CPU-bound: one process uses one core). 0: one per CPU this process may "
-            "use (its CPU affinity and cgroup quota). /metrics counts the process that answers, so "
-            "where it is scraped run 1 per pod and scale pods (the operator does)."),
+            "use (its CPU affinity and cgroup quota). /metrics adds up every process's counts; the "
+            "operator runs 1 per pod and scales pods."),
+    )
+    request_retries: int = Field(
+        default=3, ge=0, le=10,
+        description=(
+            "Times a request is run again, from a new transaction, when PostgreSQL rolled its transaction "
+            "back for a deadlock or a serialization failure (another request's write met it); only then "
+            "does it answer 503 `conflict_retry_exhausted`."),
     )
     statement_timeout_ms: int = Field(
         default=5000,

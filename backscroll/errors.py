@@ -51,6 +51,16 @@ class Unavailable(BackscrollError):
     code = "unavailable"
 
 
+class RetriesExhausted(Unavailable):
+    """A request rolled back by deadlocks or serialization failures every time it was run."""
+
+    code = "conflict_retry_exhausted"
+
+    def __init__(self, attempts: int):
+        super().__init__(f"the request met concurrent writes {attempts} times in a row and was rolled back "
+                         "each time; nothing was stored: retry it")
+
+
 class MigrationError(BackscrollError):
     """A migration could not be applied, or an applied one no longer matches its file."""
 

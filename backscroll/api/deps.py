@@ -3,7 +3,13 @@ route class, the bearer scheme, the id path parameter and the service dependency
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import random
 from typing import Annotated
+
+import psycopg
+from prometheus_client import Counter
 
 from fastapi import Depends, Path, Request, Response
 from pydantic import BeforeValidator
@@ -14,7 +20,16 @@ from fastapi.security import HTTPBearer
 
 from ..vocabulary import MAX_ID
 from ..access.auth import TokenKind
+from ..errors import RetriesExhausted
 from .service import Service, held, service
+
+
+# What PostgreSQL rolls a whole transaction back for when concurrent writes meet (SQLSTATE class 40).
+ROLLED_BACK = (psycopg.errors.TransactionRollback, psycopg.errors.SerializationFailure,
+               psycopg.errors.DeadlockDetected)
+RETRY_BACKOFF_S = 0.01  # before the first retry; doubled each time, jittered
+RETRIED = Counter("backscroll_http_request_retries_total",
+                  "Requests run again after a deadlock or serialization failure rolled them back")
 
 
 def requires(*kinds: TokenKind):
@@ -60,7 +75,16 @@ class AuthenticatedRoute(APIRoute):
             await run_in_threadpool(svc.begin, request)
             try:
                 held(request).principal.require(*kinds)
-                return await handle(request)
+                for attempt in itertools.count():
+                    try:
+                        return await handle(request)
+                    except ROLLED_BACK:
+                        # A deadlock or serialization failure rolled the whole transaction back
+                        # (session() saw to it): nothing of this attempt stands, so it runs again.
+                        if attempt >= svc.settings.request_retries:
+                            raise RetriesExhausted(attempt + 1) from None
+                        RETRIED.inc()
+                        await asyncio.sleep(random.uniform(0.5, 1.5) * RETRY_BACKOFF_S * 2 ** attempt)
             finally:
                 if svc.settled(request):
                     svc.end(request)  # nothing to commit: handing the connection back is no I/O

@@ -143,3 +143,50 @@ def test_a_slow_upload_holds_no_connection(world, http, monkeypatch):
     assert during == 0, "a connection was taken before the body arrived"
     assert response.status_code == 404, response.text  # no turn 1: the request did run, afterwards
     assert counts["checkouts"] == counts["returns"] == 1
+
+
+def test_a_request_rolled_back_by_a_deadlock_runs_again(world, http, monkeypatch):
+    """PostgreSQL rolls one of two deadlocked transactions back; the request runs again from a new
+    transaction instead of answering 503 (issue 20), and what it writes is stored once."""
+    from backscroll.ingest import writes
+
+    conv = world.conversation(WS, "concierge", "c-1", "Planning", creator="U_A")
+    ingest = bearer(world.token("ingest", WS))
+    real, attempts = writes.append_message, []
+
+    def deadlocking_twice(conn, *args, **kwargs):
+        attempts.append(1)
+        stored = real(conn, *args, **kwargs)  # written, then lost with the rolled-back transaction
+        if len(attempts) <= 2:
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+        return stored
+
+    monkeypatch.setattr(writes, "append_message", deadlocking_twice)
+    r = http.post(f"/v1/conversations/{conv}/messages", headers=ingest,
+                  json={"role": "user", "body": "once", "external_id": "m-1"})
+    assert r.status_code == 201, r.text
+    assert len(attempts) == 3
+    with psycopg.connect(world.url) as conn:
+        assert conn.execute("select count(*) from messages where conversation_id = %s", (conv,)).fetchone()[0] == 1
+
+
+def test_a_request_that_keeps_meeting_conflicts_is_a_503_that_stored_nothing(world, http, monkeypatch):
+    from backscroll.ingest import writes
+
+    conv = world.conversation(WS, "concierge", "c-1", "Planning", creator="U_A")
+    ingest = bearer(world.token("ingest", WS))
+    real, attempts = writes.append_message, []
+
+    def always(conn, *args, **kwargs):
+        attempts.append(1)
+        real(conn, *args, **kwargs)
+        raise psycopg.errors.SerializationFailure("could not serialize access")
+
+    monkeypatch.setattr(writes, "append_message", always)
+    r = http.post(f"/v1/conversations/{conv}/messages", headers=ingest,
+                  json={"role": "user", "body": "never", "external_id": "m-1"})
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == "conflict_retry_exhausted"
+    assert len(attempts) == 1 + http.app.state.service.settings.request_retries
+    with psycopg.connect(world.url) as conn:
+        assert conn.execute("select count(*) from messages where conversation_id = %s", (conv,)).fetchone()[0] == 0
