@@ -4,6 +4,7 @@ API's path parameters all validate against these."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -28,5 +29,16 @@ def _encodable(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul), AfterValidator(_encodable)]
+
+
+def nfc(value: str) -> str:
+    """Unicode's composed form (NFC): `é` typed as one character or as `e` and a combining accent
+    is one word, in a document and in a query alike."""
+    return unicodedata.normalize("NFC", value)
+
+
+# What people write and search (bodies, titles, names, queries), stored and matched composed.
+# Identifiers (external ids, namespaces) stay exactly as the caller sent them.
+Prose = Annotated[Text, AfterValidator(nfc)]
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 ExternalId = Annotated[Text, Field(min_length=1, max_length=256)]

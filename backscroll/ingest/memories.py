@@ -6,7 +6,7 @@ import psycopg
 from pydantic import Field
 
 from ..errors import BadRequest, NotFound
-from ..vocabulary import Slug, Text
+from ..vocabulary import Prose, Slug
 from .writes import Audience, Strict, check_provenance
 
 INSERT_MEMORY = """
@@ -20,7 +20,7 @@ returning id
 
 class MemoryImport(Strict):
     agent: Slug
-    body: Text = Field(min_length=1, max_length=100_000)
+    body: Prose = Field(min_length=1, max_length=100_000)
     audience: Audience = Field(description="Where the memory may be disclosed; the namespace is required")
     source_message_ids: list[int] = Field(default_factory=list, max_length=500)
 

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from .. import language
 from ..errors import BadRequest, Conflict, NotFound
-from ..vocabulary import ExternalId, Slug, Text
+from ..vocabulary import ExternalId, Prose, Slug, Text
 
 # Far-future timestamps would pin a conversation to the top of every recent list.
 MAX_CLOCK_SKEW = timedelta(hours=1)
@@ -67,7 +67,7 @@ PRIVATE_KINDS = frozenset({AudienceKind.members, AudienceKind.external})
 
 class ActorRef(Strict):
     external_id: ExternalId = Field(description="Stable id in the namespace (never the display name).")
-    display_name: Annotated[Text, Field(max_length=256)] | None = None
+    display_name: Annotated[Prose, Field(max_length=256)] | None = None
     kind: ActorKind = ActorKind.person
     namespace: Annotated[Text, Field(min_length=3, max_length=200)] | None = Field(
         default=None, description="`type:name`; defaults to the conversation's connector."
@@ -106,10 +106,10 @@ class Audience(Strict):
 
 class ConversationIn(Strict):
     agent: Slug
-    agent_name: Annotated[Text, Field(max_length=200)] | None = None
+    agent_name: Annotated[Prose, Field(max_length=200)] | None = None
     connector: ConnectorRef
     external_id: ExternalId
-    title: Annotated[Text, Field(max_length=1000)] = ""
+    title: Annotated[Prose, Field(max_length=1000)] = ""
     audience: Audience | None = Field(
         default=None, description="Who may read it; defaults to members = [creator]."
     )
@@ -138,7 +138,7 @@ class MessageIn(Strict):
     external_id: ExternalId | None = None
     role: Role
     speaker: ActorRef | None = None
-    body: Text = ""
+    body: Prose = ""
     state: State = State.finished
     audience: Audience | None = Field(default=None, description="Defaults to the conversation's audience.")
     created_at: Timestamp | None = None
@@ -156,8 +156,8 @@ class MessageIn(Strict):
 
 
 class MessagePatch(Strict):
-    body: Text | None = Field(default=None, description="Replace the body.")
-    append: Text | None = Field(default=None, description="Append to the body (streaming).")
+    body: Prose | None = Field(default=None, description="Replace the body.")
+    append: Prose | None = Field(default=None, description="Append to the body (streaming).")
     state: State | None = None
 
     @model_validator(mode="after")
@@ -304,7 +304,7 @@ select m.id, m.state::text as state
 """
 UPDATE_MESSAGE = """
 update messages
-   set body = case when %(append)s::text is not null then body || %(append)s::text
+   set body = case when %(append)s::text is not null then normalize(body || %(append)s::text, NFC)
                    else coalesce(%(body)s::text, body) end,
        state = coalesce(%(state)s::message_state, state)
  where id = %(id)s

@@ -26,7 +26,7 @@ from ..config import Settings, setting
 from ..embeddings.gateway import Gateway
 from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 from ..errors import NotFound
-from ..vocabulary import Text
+from ..vocabulary import Prose, Text
 from . import hybrid, ranking
 from .limits import clamp_limit
 from .terms import split_terms
@@ -75,7 +75,7 @@ class Filters(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     turn_id: int = Field(ge=1, le=2**63 - 1)
-    query: Text = Field(min_length=1, max_length=512)
+    query: Prose = Field(min_length=1, max_length=512)
     filters: Filters = Field(default_factory=Filters)
     limit: int | None = Field(default=None, description=f"Hits wanted; default {LIMIT_DEFAULT}, clamped to 1..{LIMIT_MAX}")
 

@@ -18,7 +18,7 @@ from ..config import Settings, setting
 from ..embeddings.gateway import Gateway
 from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
 from ..errors import BadRequest, NotFound
-from ..vocabulary import MAX_ID
+from ..vocabulary import MAX_ID, nfc
 from . import hybrid, ranking
 from .cursor import CursorCodec, fingerprint
 from .terms import search_box_terms
@@ -351,7 +351,7 @@ def validate_query(q: str | None, limits: Limits) -> str | None:
     if len(q) > limits.query_max_chars:
         raise BadRequest(f"q is {len(q)} characters long; the most accepted is {limits.query_max_chars}",
                          code="query_too_long")
-    q = q.strip()
+    q = nfc(q).strip()
     return q or None
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import language
 from ..errors import BadRequest, Conflict, NotFound
-from ..vocabulary import ExternalId, Text
+from ..vocabulary import ExternalId, Prose, Text
 from .history import Turn, evidence_ids, load_turn
 from .history_sql import ADD_EVIDENCE, JOINT_LINEAGE
 
@@ -35,14 +35,14 @@ class TurnIn(BaseModel):
 
 class ReplyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    body: Text = Field(max_length=1_000_000)
+    body: Prose = Field(max_length=1_000_000)
     external_id: ExternalId | None = None
     memory_ids: list[int] = Field(default_factory=list, max_length=100)
 
 
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    body: Text = Field(min_length=1, max_length=100_000)
+    body: Prose = Field(min_length=1, max_length=100_000)
     source_message_ids: list[int] = Field(min_length=1, max_length=MAX_HISTORY_IDS)
 
 

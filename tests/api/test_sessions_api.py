@@ -279,3 +279,31 @@ def test_workspace_bounds_hold_even_when_rows_disagree(db_url, world):
         assert conv not in _all_pages(http, bob)
         assert _ids(http, bob, q="alpha") == []
         assert _ids(http, bob, q="secret") == []
+
+
+def test_composed_and_decomposed_spellings_find_each_other(world, http):
+    """`réservation` typed composed (U+00E9) or decomposed (e + U+0301), in the message or in the
+    query, is one word (issue 20); case does not matter either."""
+    from tests.world import bearer
+
+    composed, decomposed = "r\u00e9servation", "re\u0301servation"
+    nfd = world.conversation("acme", "concierge", "c-nfd", "Hotel booking", creator="U_A")
+    nfc = world.conversation("acme", "concierge", "c-nfc", "Another booking", creator="U_A")
+    ingest = bearer(world.token("ingest", "acme"))
+    for conv, word in ((nfd, decomposed), (nfc, composed)):
+        r = http.post(f"/v1/conversations/{conv}/messages", headers=ingest,
+                      json={"role": "user", "body": f"the {word} for Friday"})
+        assert r.status_code == 201, r.text
+    streamed = world.conversation("acme", "concierge", "c-stream", "Streamed", creator="U_A")
+    r = http.post(f"/v1/conversations/{streamed}/messages", headers=ingest,
+                  json={"role": "assistant", "body": "your re", "state": "streaming"})
+    assert r.status_code == 201, r.text
+    # The accent arrives in the chunk after its letter.
+    r = http.patch(f"/v1/messages/{r.json()['id']}", headers=ingest,
+                   json={"append": "\u0301servation is booked", "state": "finished"})
+    assert r.status_code == 200, r.text
+    reader = bearer(world.token("reader", "acme", actor="U_A", agents=["concierge"]))
+    for query in (composed, decomposed, composed.upper(), "R\u00c9SERVATION"):
+        r = http.get("/v1/agent-sessions", params={"q": query}, headers=reader)
+        assert r.status_code == 200, r.text
+        assert {s["id"] for s in r.json()["sessions"]} == {nfd, nfc, streamed}, query

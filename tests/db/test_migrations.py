@@ -236,3 +236,28 @@ def test_a_workspace_on_simple_moves_to_multilingual_without_a_rebuild(empty_db_
     assert "'research':" in w.conn.execute("select tsv::text as t from message_search where message_id = %s",
                                           (said,)).fetchone()["t"]
     w.conn.close()
+
+
+def test_text_stored_decomposed_before_0024_is_composed_and_found(empty_db_url, tmp_path):
+    """0024: bodies, titles and names stored in NFD (`e` + U+0301) are composed on upgrade, and
+    their documents follow, so the composed query finds them."""
+    from tests.world import open_world
+
+    decomposed = "re\u0301servation"
+    migrate(empty_db_url, directory=migrations_through(tmp_path, 23))
+    w = open_world(empty_db_url)
+    conv = w.conversation("acme", "concierge", "t1", f"Hotel {decomposed}")
+    insert = ("insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace,"
+              " audience_readers) values (%s, 'user', %s, 'finished', 'workspace', 'web:demo', '{}') returning id")
+    said = w.conn.execute(insert, (conv, f"the {decomposed} is confirmed")).fetchone()["id"]
+    composed = "r\u00e9servation"
+    found = ("select count(*) as n from message_search where message_id = %s "
+             "and tsv @@ to_tsquery('multilingual', %s)")
+    assert w.conn.execute(found, (said, composed)).fetchone()["n"] == 0  # the bug: one word, two spellings
+    assert [m.version for m in migrate(empty_db_url)] == [24]
+    assert w.conn.execute("select body from messages where id = %s", (said,)).fetchone()["body"] \
+        == f"the {composed} is confirmed"
+    assert w.conn.execute("select title from conversations where id = %s", (conv,)).fetchone()["title"] \
+        == f"Hotel {composed}"
+    assert w.conn.execute(found, (said, composed)).fetchone()["n"] == 1
+    w.conn.close()
