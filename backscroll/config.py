@@ -269,6 +269,12 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(
         default=1.0, gt=0, description="How long an idle worker waits before looking for jobs again."
     )
+    database_retry_max_s: float = Field(
+        default=30.0, gt=0,
+        description="Longest wait between attempts to reach the database again after it went away "
+                    "(a restart, a failover), for the worker and the backfill: the first wait is 0.5 s, "
+                    "each next one twice as long.",
+    )
     worker_max_attempts: int = Field(
         default=5, ge=1, description="Failed attempts after which a message's job is parked with its error."
     )

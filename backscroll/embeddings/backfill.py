@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..config import Settings
 from ..errors import BackscrollError
-from ..store.db import connect
+from ..store.db import connect, lost_connection, wait_for_database
 from . import vectors
 from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for
@@ -352,11 +352,24 @@ class Backfill:
 
 
 def run_backfill(settings: Settings, url: str, model: str, **options) -> Result:
-    backfill = Backfill(settings, url, model, **options)
-    try:
-        return backfill.run()
-    finally:
-        backfill.close()
+    """Run the backfill of `model` to its end. When the database goes away under it (a restart, a
+    failover), it waits for it (store.db.wait_for_database) and carries on from its checkpoint:
+    the batch in flight was rolled back with its connection, and the lock went with it."""
+    stop = options.setdefault("stop", threading.Event())
+    while True:
+        backfill = None
+        try:
+            backfill = Backfill(settings, url, model, **options)
+            return backfill.run()
+        except psycopg.OperationalError as exc:
+            if backfill is not None and not lost_connection(exc, backfill.conn, backfill.side):
+                raise
+            log.warning("backfill of %s: lost the database (%s); reconnecting", model, type(exc).__name__)
+            if not wait_for_database(url, stop, settings.database_retry_max_s, f"backfill of {model}"):
+                raise
+        finally:
+            if backfill is not None:
+                backfill.close()
 
 
 def lock_held(conn: psycopg.Connection, model: str) -> bool:

@@ -26,7 +26,7 @@ from itertools import groupby
 import psycopg
 
 from ..config import Settings
-from ..store.db import connect
+from ..store.db import connect, lost_connection, wait_for_database
 from . import vectors
 from .backfill import BackfillRunning, lock_held, run_backfill
 from .document import document_text
@@ -87,6 +87,7 @@ class Stats:
     failed: int = 0
     parked: int = 0
     postponed: int = 0
+    reconnects: int = 0
 
 
 # The configured model's backfill, when one is owed: registered over existing messages
@@ -161,6 +162,21 @@ class Worker:
         self._backfill.start()
         return self._backfill
 
+    def _reconnect(self) -> None:
+        for conn in (self.conn, self.ledger):
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass
+        while wait_for_database(self.url, self.stop, self.settings.database_retry_max_s, "worker"):
+            try:
+                self.ledger = connect(self.url, autocommit=True)
+                self.conn = connect(self.url)
+            except psycopg.OperationalError:
+                continue  # gone again between the check and the connection
+            self.stats.reconnects += 1
+            return
+
     def __enter__(self) -> "Worker":
         return self
 
@@ -175,9 +191,18 @@ class Worker:
         log.info("worker embedding with %s (%d dimensions), batches of %d",
                  self.model.model, self.model.dimensions, self.batch_size)
         while not self.stop.is_set():
-            if not once:
-                self.maybe_backfill()
-            handled, transient = self.run_batch()
+            try:
+                if not once:
+                    self.maybe_backfill()
+                handled, transient = self.run_batch()
+            except psycopg.OperationalError as exc:
+                # The database restarted or failed over: the batch's transaction is gone with its
+                # connection (its claims with it: the jobs are due again), so reconnect and go on.
+                if not lost_connection(exc, self.conn, self.ledger):
+                    raise
+                log.warning("worker: lost the database (%s); reconnecting", type(exc).__name__)
+                self._reconnect()
+                continue
             if transient:
                 if once:
                     break

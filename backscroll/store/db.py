@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +123,37 @@ def connect(url: str, *, autocommit: bool = False, statement_timeout_ms: int | N
     if statement_timeout_ms:
         options["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, **options)
+
+
+FIRST_RETRY_S = 0.5
+
+
+def lost_connection(exc: psycopg.OperationalError, *conns: psycopg.Connection | None) -> bool:
+    """Whether `exc` means the database went away (shut down, crashed, restarting, or a connection
+    broke), rather than a query that failed on a live one (a statement timeout is an
+    OperationalError too, and waiting for the database would not mend it)."""
+    if isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown,
+                        psycopg.errors.CannotConnectNow)):
+        return True
+    return any(c is None or c.broken or c.closed for c in conns) if conns else exc.sqlstate is None
+
+
+def wait_for_database(url: str, stop: threading.Event, max_wait_s: float, what: str) -> bool:
+    """Block until a connection to `url` opens again, waiting 0.5 s, then twice as long each time
+    up to `max_wait_s`: how a long-running process (the worker, a backfill) rides out a restart or
+    a failover instead of exiting. False when `stop` was set first."""
+    wait = FIRST_RETRY_S
+    while not stop.is_set():
+        try:
+            with psycopg.connect(url, connect_timeout=10):
+                log.info("%s: the database answers again", what)
+                return True
+        except psycopg.OperationalError as exc:
+            log.warning("%s: the database is unreachable (%s); trying again in %.1f s", what,
+                        str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__, wait)
+        stop.wait(wait)
+        wait = min(wait * 2, max_wait_s)
+    return False
 
 
 def make_pool(url: str, settings: Settings, name: str = "backscroll") -> ConnectionPool:
