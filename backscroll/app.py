@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
-from .api import errors
+from .api import errors, openapi
 from .api import health, history_routes
 from .api.routes import router
 from .api.service import Service
@@ -102,6 +102,7 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
         openapi_url=None,
     )
     errors.install(app)
+    app.openapi = lambda: openapi.document(app)
     app.include_router(router)
     app.include_router(history_routes.router)
     # The sidebar: its page (public, no data) and the transcript endpoint it reads (a reader's).
