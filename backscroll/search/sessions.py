@@ -223,8 +223,11 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     searching = any(stats.term_has_lexemes)  # lexemes depend on the configuration alone
     # A common word: content candidates are read from the window of the reader's agents' recent
     # messages that holds about the pool's worth of matches (own conversations windowed alike).
-    since = ranking.recent_window_start(conn, scope.workspace_id, agents,
-                                        sum(stats.scope_term_df[i] for i in chosen), stats.scope_docs, rank.pool)
+    matches = sum(stats.scope_term_df[i] for i in chosen)
+    since = ranking.recent_window_start(conn, scope.workspace_id, agents, matches, stats.scope_docs, rank.pool)
+    # Walking, the window is read through the agents' recency index (message_search_agent_recent,
+    # bounded by `since`), each document tested for the word: about twice walk_window's rows.
+    walk = ranking.walk_window(since, matches, stats.scope_docs, rank.pool)
     params = {
         "ws": scope.workspace_id,
         "actor": scope.actor_id,
@@ -247,6 +250,7 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"),
         "pool": rank.pool or None,
         "since": since,
+        "walk": walk,
         "terms": words.positive,
         "gen_terms": generating,
         "negated": words.negated,

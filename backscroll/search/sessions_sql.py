@@ -128,7 +128,13 @@ content_candidates as materialized (
        from message_search s
       where s.agent_id = any(%(agents)s::bigint[])
         and %(searching)s
-        and s.tsv @@ (select <<GEN_TSQUERY>>)
+        -- Walking (ranking.walk_window, a common word): the word test is kept off the word index
+        -- (the constant CASE folds when the statement is planned), so a recency index is walked
+        -- from the newest document, each tested, until the pool is full; the same rows as the
+        -- word index's bitmap ANDed with the window, read in a few thousand rows instead of a
+        -- bitmap of every match (230,000 entries, 90 ms, for a word in a quarter of 1M messages).
+        and case when %(walk)s then coalesce(s.tsv @@ (select <<GEN_TSQUERY>>), false)
+                 else s.tsv @@ (select <<GEN_TSQUERY>>) end
         and not coalesce(s.tsv @@ (select <<NEG_TSQUERY>>), false)
         and (%(since)s::timestamptz is null or (s.workspace_id = %(ws)s and s.created_at >= %(since)s))
       order by s.created_at desc, s.message_id desc

@@ -109,11 +109,15 @@ def database_url(settings: Settings) -> str:
 PREPARE_ON_REQUEST = 2**31 - 1
 
 
-def session_kwargs(statement_timeout_ms: int = 0) -> dict:
-    """How the API's connections are opened (benchmarks open theirs alike; 0: no timeout)."""
+def session_kwargs(statement_timeout_ms: int = 0, parallel_workers: int | None = None) -> dict:
+    """How the API's connections are opened (benchmarks open theirs alike; 0: no timeout;
+    `parallel_workers`: the setting's query_parallel_workers by default)."""
+    if parallel_workers is None:
+        parallel_workers = Settings.model_fields["query_parallel_workers"].default
     return {
         "row_factory": dict_row,
-        "options": f"-c statement_timeout={int(statement_timeout_ms)}",
+        "options": f"-c statement_timeout={int(statement_timeout_ms)} "
+                   f"-c max_parallel_workers_per_gather={int(parallel_workers)}",
         "prepare_threshold": PREPARE_ON_REQUEST,
     }
 
@@ -161,7 +165,7 @@ def make_pool(url: str, settings: Settings, name: str = "backscroll") -> Connect
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        kwargs=session_kwargs(settings.statement_timeout_ms),
+        kwargs=session_kwargs(settings.statement_timeout_ms, settings.query_parallel_workers),
         open=True,
         name=name,
     )

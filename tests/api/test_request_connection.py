@@ -190,3 +190,13 @@ def test_a_request_that_keeps_meeting_conflicts_is_a_503_that_stored_nothing(wor
     assert len(attempts) == 1 + http.app.state.service.settings.request_retries
     with psycopg.connect(world.url) as conn:
         assert conn.execute("select count(*) from messages where conversation_id = %s", (conv,)).fetchone()[0] == 0
+
+
+def test_api_queries_start_no_parallel_workers_unless_configured(db_url, http):
+    with http.app.state.service.pool.connection() as conn:
+        assert conn.execute("show max_parallel_workers_per_gather").fetchone()["max_parallel_workers_per_gather"] == "0"
+    from tests.world import client
+
+    with client(db_url, query_parallel_workers=2) as other:
+        with other.app.state.service.pool.connection() as conn:
+            assert conn.execute("show max_parallel_workers_per_gather").fetchone()["max_parallel_workers_per_gather"] == "2"

@@ -233,6 +233,21 @@ def test_walking_the_recent_window_finds_what_the_word_index_finds(venue, monkey
     assert len(walked["hits"]) == 3
 
 
+def test_session_search_walking_the_window_finds_what_the_word_index_finds(venue, monkeypatch):
+    """Session search reads a common word's window either way too (ranking.walk_window): the
+    same sessions in the same order, with the same matched messages."""
+    chosen = []
+    real = ranking.walk_window
+    monkeypatch.setattr(ranking, "walk_window", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    walked = session_search(venue, "the", rank=Ranking(pool=3))
+    monkeypatch.setattr(ranking, "WALK_MAX_ROWS", 0)
+    indexed = session_search(venue, "the", rank=Ranking(pool=3))
+    assert chosen == [True, False]
+    signature = [(s["id"], s["match"].get("message_id"), s["match"]["score"]) for s in walked["sessions"]]
+    assert signature == [(s["id"], s["match"].get("message_id"), s["match"]["score"]) for s in indexed["sessions"]]
+    assert walked["sessions"]
+
+
 def test_idf_is_small_for_a_word_in_every_document_and_never_negative():
     assert ranking.idf(1000, 1000) == pytest.approx(0.0005, abs=1e-3)
     assert ranking.idf(1000, 1) > 6
