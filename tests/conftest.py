@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from backscroll.store.db import start_embedded
+from backscroll.store.db import process_running, start_embedded
 from backscroll.store.migrate import migrate
 from tests.world import open_world
 
@@ -24,23 +24,13 @@ _counter = itertools.count()
 RUN_FOLDER = "backscroll-pytest-"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def pytest_configure(config):
     if config.option.basetemp:
         return
     root = Path(tempfile.gettempdir())
     for old in root.glob(RUN_FOLDER + "*"):  # left by runs that are over
         pid = old.name.removeprefix(RUN_FOLDER)
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_running(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     config.option.basetemp = str(root / f"{RUN_FOLDER}{os.getpid()}")
 

@@ -76,12 +76,12 @@ def _forget_dead_handles(data_dir: Path) -> None:
         pids = json.loads(handles.read_text())
     except (OSError, ValueError):
         return
-    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    alive = [pid for pid in pids if isinstance(pid, int) and process_running(pid)]
     if alive != pids:
         handles.write_text(json.dumps(alive))
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
