@@ -94,8 +94,10 @@ class AuthenticatedRoute(APIRoute):
         return authenticated
 
 
-# Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute and Service.session.
+# Declares the scheme in OpenAPI; authentication itself happens in AuthenticatedRoute (Service.begin).
 bearer = HTTPBearer(auto_error=False, description="A Backscroll token: `Authorization: Bearer bks_...`")
+
+
 def _digits(value: object) -> object:
     """An id in a path is digits and nothing else: `1%20` (`1 `), `+1` or `1_0` would otherwise be
     read as a nearby number and act on its row."""

@@ -19,7 +19,7 @@ from fastapi import Request
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from ..access.auth import Principal, TokenKind, authenticate
+from ..access.auth import Principal, authenticate
 from ..access.keys import derive, root_key
 from ..config import Settings
 from ..search.cursor import CursorCodec
@@ -52,11 +52,6 @@ class Service:
             query_max_chars=settings.query_max_chars,
             excerpt_words=settings.excerpt_words,
         )
-
-    def authenticate(self, request: Request) -> Principal:
-        """Who is calling (Unauthenticated when nobody valid), in a short transaction of its own."""
-        with self.pool.connection() as conn:
-            return authenticate(conn, request.headers.get("authorization"))
 
     def begin(self, request: Request) -> None:
         """Authenticate the caller on a connection the request keeps until `end` (see the module)."""
@@ -93,24 +88,19 @@ class Service:
         finally:
             self.pool.putconn(conn)  # a broken connection is discarded by the pool
 
-    @contextmanager
-    def session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
-        """One transaction for the request, opened only for an authenticated caller of an allowed
-        kind: the transaction the request authenticated in, when the route holds one (its kinds
-        checked by the route: deps.requires); else a connection of its own, for `kinds`."""
+    def _held(self, request: Request) -> Held:
         h = held(request)
         if h is None:
-            if not kinds:
-                raise RuntimeError("no route authenticated this request: name the token kinds it allows")
-            with self.pool.connection() as conn:
-                with conn.transaction():
-                    principal = authenticate(conn, request.headers.get("authorization"))
-                    if kinds:
-                        principal.require(*kinds)
-                    yield conn, principal
-            return
-        if kinds:
-            h.principal.require(*kinds)
+            # Every route authenticates (deps.AuthenticatedRoute, which refuses a route without
+            # token kinds): a request here without a held connection is a programming error.
+            raise RuntimeError("no route authenticated this request (use deps.AuthenticatedRoute)")
+        return h
+
+    @contextmanager
+    def session(self, request: Request) -> Iterator[tuple[psycopg.Connection, Principal]]:
+        """The request's transaction, on the connection it authenticated on (its token kind checked
+        by the route, deps.requires), committed when the block ends, rolled back if it raises."""
+        h = self._held(request)
         try:
             yield h.conn, h.principal
         except BaseException:
@@ -119,23 +109,15 @@ class Service:
         h.conn.commit()
 
     @contextmanager
-    def read_session(self, request: Request, *kinds: TokenKind) -> Iterator[tuple[psycopg.Connection, Principal]]:
+    def read_session(self, request: Request) -> Iterator[tuple[psycopg.Connection, Principal]]:
         """A read-only transaction for a person's read, on the replica when one is configured. The
-        token is checked on the primary first, so a revoked token stops at once despite replica lag."""
+        token was checked on the primary, so a revoked token stops at once despite replica lag."""
         if self.read_pool is None:
-            with self.session(request, *kinds) as (conn, principal):
+            with self.session(request) as (conn, principal):
                 yield conn, principal
             return
-        h = held(request)
-        if h is not None:
-            principal = h.principal
-            self.end(request)  # the read runs on the replica: the primary's connection goes back now
-        elif not kinds:
-            raise RuntimeError("no route authenticated this request: name the token kinds it allows")
-        else:
-            principal = self.authenticate(request)
-        if kinds:
-            principal.require(*kinds)
+        principal = self._held(request).principal
+        self.end(request)  # the read runs on the replica: the primary's connection goes back now
         with self.read_pool.connection() as conn:
             with conn.transaction():
                 # A replica refuses writes anyway; this also holds when the URL points at a primary.
