@@ -38,11 +38,10 @@ SEARCH_TURN = compose("""
 with turn as (<<SELECT_TURN>>),
 p as (select requester_actor_id as actor, agent_id as agent from turn)
 select turn.*,
-       (select coalesce(array_agg(e.message_id order by e.message_id), '{}')
-          from turn_evidence e where e.turn_id = turn.id) as in_context,
+       (<<SELECT_EVIDENCE_IDS>>) as in_context,
        array(select l.id from (<<RESOLVE_LINKED>>) l order by 1) as requester_ids
   from turn
-""", SELECT_TURN=SELECT_TURN.strip(), RESOLVE_LINKED=RESOLVE_LINKED.strip())
+""", SELECT_TURN=SELECT_TURN.strip(), SELECT_EVIDENCE_IDS=SELECT_EVIDENCE_IDS, RESOLVE_LINKED=RESOLVE_LINKED.strip())
 # An actor filter resolves only through actors this agent's conversations know; an
 # unresolvable filter resolves to nothing (and so returns nothing), never to "anyone".
 RESOLVE_ACTOR = """
