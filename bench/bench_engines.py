@@ -41,7 +41,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
 from bench_history import (  # noqa: E402
-    TERMS, Timed, Variant, build, call, connect, destinations, start_server,
+    TERMS, Timed, Variant, build, call, connect, destinations, percentile, start_server,
 )
 from bench_sessions import fmt, loadavg, log, machine  # noqa: E402
 
@@ -123,21 +123,6 @@ class Engine:
         return [self.searcher.doc(address)["message_id"][0] for _, address in hits]
 
 
-def timed(fn, repeat: int) -> tuple[list[float], object]:
-    out = None
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        out = fn()
-        samples.append((time.perf_counter() - started) * 1000.0)
-    return samples, out
-
-
-def p(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -192,14 +177,15 @@ def main(argv: list[str] | None = None) -> int:
                 results: dict[str, object] = {}
                 for _ in range(args.repeat):  # round-robin: load from elsewhere lands on all alike
                     for k, fn in runs.items():
-                        s, results[k] = timed(fn, 1)
-                        samples[k] += s
+                        started = time.perf_counter()
+                        results[k] = fn()
+                        samples[k].append((time.perf_counter() - started) * 1000.0)
                 anchor_p50 = statistics.median(samples["anchor"])
                 hits = {"anchor": len(results["anchor"]), "tantivy": len(results["tantivy"]),
                         "product": len(results["product"].result["hits"])}
                 for k in runs:
                     rows.append({"destination": d.key, "label": d.label, "term": term_key, "engine": k,
-                                 "p50": statistics.median(samples[k]), "p95": p(samples[k], 0.95),
+                                 "p50": statistics.median(samples[k]), "p95": percentile(samples[k], 0.95),
                                  "x_anchor": statistics.median(samples[k]) / anchor_p50, "hits": hits[k]})
                     log(f"  {d.key:6} {term_key:6} {k:8} p50 {fmt(rows[-1]['p50']):>7} ms  "
                         f"× anchor {rows[-1]['x_anchor']:.2f}  hits {hits[k]}")
