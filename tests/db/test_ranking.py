@@ -219,16 +219,23 @@ def test_a_dense_word_walks_the_recent_window_and_a_sparse_one_uses_the_word_ind
     assert not ranking.walk_window(now, matches=10_000, docs=40_000, pool=0)      # exhaustive
 
 
-def test_walking_the_recent_window_finds_what_the_word_index_finds(venue, monkeypatch):
-    """The two ways of reading a window (ranking.walk_window) are two plans of one statement:
-    the same candidates, so the same hits in the same order."""
+def _walked_and_indexed(monkeypatch, run) -> tuple[dict, dict]:
+    """`run()` once walking the window (ranking.walk_window chooses it), once through the word
+    index (WALK_MAX_ROWS 0): the two plans of one statement."""
     chosen = []
     real = ranking.walk_window
     monkeypatch.setattr(ranking, "walk_window", lambda *a: chosen.append(real(*a)) or chosen[-1])
-    walked = search_history(venue, "the", rank=Ranking(pool=3))
+    walked = run()
     monkeypatch.setattr(ranking, "WALK_MAX_ROWS", 0)
-    indexed = search_history(venue, "the", rank=Ranking(pool=3))
+    indexed = run()
     assert chosen == [True, False]
+    return walked, indexed
+
+
+def test_walking_the_recent_window_finds_what_the_word_index_finds(venue, monkeypatch):
+    """The two ways of reading a window (ranking.walk_window) are two plans of one statement:
+    the same candidates, so the same hits in the same order."""
+    walked, indexed = _walked_and_indexed(monkeypatch, lambda: search_history(venue, "the", rank=Ranking(pool=3)))
     assert [h["message_id"] for h in walked["hits"]] == [h["message_id"] for h in indexed["hits"]]
     assert len(walked["hits"]) == 3
 
@@ -236,13 +243,7 @@ def test_walking_the_recent_window_finds_what_the_word_index_finds(venue, monkey
 def test_session_search_walking_the_window_finds_what_the_word_index_finds(venue, monkeypatch):
     """Session search reads a common word's window either way too (ranking.walk_window): the
     same sessions in the same order, with the same matched messages."""
-    chosen = []
-    real = ranking.walk_window
-    monkeypatch.setattr(ranking, "walk_window", lambda *a: chosen.append(real(*a)) or chosen[-1])
-    walked = session_search(venue, "the", rank=Ranking(pool=3))
-    monkeypatch.setattr(ranking, "WALK_MAX_ROWS", 0)
-    indexed = session_search(venue, "the", rank=Ranking(pool=3))
-    assert chosen == [True, False]
+    walked, indexed = _walked_and_indexed(monkeypatch, lambda: session_search(venue, "the", rank=Ranking(pool=3)))
     signature = [(s["id"], s["match"].get("message_id"), s["match"]["score"]) for s in walked["sessions"]]
     assert signature == [(s["id"], s["match"].get("message_id"), s["match"]["score"]) for s in indexed["sessions"]]
     assert walked["sessions"]
