@@ -53,7 +53,27 @@ def cmd_migrate(args, settings: Settings) -> int:
         print(f"model {model.model} ({model.dimensions} dimensions) {state}; index {model.index_name} is ready")
     elif args.dimensions:
         raise SystemExit("--dimensions goes with --model")
+    if args.register_status_token_env:
+        _register_from_env(settings, "status", args.status_token_name, args.register_status_token_env)
     return 0
+
+
+def _register_from_env(settings: Settings, kind: str, name: str, variable: str) -> None:
+    """`tokens register` and `migrate --register-status-token-env`: the secret is read from the
+    environment (argv is visible to every process on the machine, and in a Pod's spec), stored as
+    its digest, and never printed."""
+    from .access.auth import TokenKind, register_token
+
+    secret = os.environ.get(variable, "").strip()
+    if not secret:
+        raise SystemExit(f"backscroll: environment variable {variable} is not set or empty: it must hold the token")
+    with _conn(settings) as conn:
+        token_id, created, revoked = register_token(conn, TokenKind(kind), name, secret)
+    if created:
+        rotated = f"; revoked the previous {kind} token(s) named {name!r}: {', '.join(map(str, revoked))}" if revoked else ""
+        print(f"registered {kind} token {token_id} ({name!r}) from ${variable}{rotated}", file=sys.stderr)
+    else:
+        print(f"{kind} token {token_id} from ${variable} is already registered; nothing changed", file=sys.stderr)
 
 
 def _stop_on_signals():
@@ -95,6 +115,46 @@ def cmd_backfill(args, settings: Settings) -> int:
     print(f"backfill {result.state}: {result.embedded} embedded by this run, {result.failed} handed to the outbox; "
           f"{result.covered} of {result.total} messages have a {result.model} vector ({result.seconds:.1f} s)")
     return 0 if result.state == "finished" else 1
+
+
+def _confirmed(args, what: str, answer: str) -> bool:
+    """--yes, or the person at a terminal typing `answer`; never a default yes in a script."""
+    if getattr(args, "yes", False):
+        return True
+    if not sys.stdin.isatty():
+        return False
+    reply = input(f"{what}\ntype {answer!r} to go on: ")
+    return reply.strip() == answer
+
+
+def cmd_models_list(args, settings: Settings) -> int:
+    from .embeddings.models import list_models
+
+    with _conn(settings) as conn:
+        rows = list_models(conn)
+    if not rows:
+        print("no model is registered (`backscroll migrate --model M --dimensions D` registers one)", file=sys.stderr)
+    for r in rows:
+        current = "  (configured)" if r["model"] == settings.embeddings_model else ""
+        print(f"{r['model']:<40} {r['dimensions']:>5} dims {r['embedded']:>10} of {r['total']:<10} embedded "
+              f"{r['coverage']:>7.2%}{current}")
+    return 0
+
+
+def cmd_models_drop(args, settings: Settings) -> int:
+    from .embeddings.models import ModelInUse, drop_model
+
+    if args.model == settings.embeddings_model and not args.force:
+        raise ModelInUse(f"model {args.model!r} is the configured one (BACKSCROLL_EMBEDDINGS_MODEL): search and the "
+                         "worker use it. Configure another first, or pass --force")
+    if not _confirmed(args, f"this deletes every vector of {args.model}, its index and its registration",
+                      args.model):
+        print("backscroll: not dropped: pass --yes to drop without asking", file=sys.stderr)
+        return 1
+    dropped = drop_model(_url(settings), args.model, quiet=args.quiet)
+    jobs = f", {dropped.jobs} outbox jobs (no model is left)" if dropped.jobs else ""
+    print(f"dropped model {dropped.model}: {dropped.vectors} vectors, index {dropped.index or '(none)'}{jobs}")
+    return 0
 
 
 def available_cpus() -> int:
@@ -308,13 +368,13 @@ def _parse_actor(text: str) -> tuple[str, str]:
 
 
 def cmd_tokens_create(args, settings: Settings) -> int:
-    from .access.auth import TokenKind, create_token
+    from .access.auth import INSTALLATION_KINDS, TokenKind, create_token
 
     kind = TokenKind(args.kind)
     with _conn(settings, autocommit=False) as conn:
         workspace_id = actor_id = None
         agent_ids = None
-        if kind is not TokenKind.admin:
+        if kind not in INSTALLATION_KINDS:
             if not args.workspace:
                 raise SystemExit(f"a {kind.value} token needs --workspace")
             ws = conn.execute("select id from workspaces where slug = %s", (args.workspace,)).fetchone()
@@ -344,6 +404,11 @@ def cmd_tokens_create(args, settings: Settings) -> int:
         conn.commit()
     print(f"created {kind.value} token {token_id}; it is shown once and cannot be recovered:", file=sys.stderr)
     print(secret)
+    return 0
+
+
+def cmd_tokens_register(args, settings: Settings) -> int:
+    _register_from_env(settings, args.kind, args.name, args.from_env)
     return 0
 
 
@@ -422,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply pending migrations (idempotent, under an advisory lock)")
     p.add_argument("--model", help="also register this embedding model and build its vector index (concurrently)")
     p.add_argument("--dimensions", type=int, help="the model's vector size (default BACKSCROLL_EMBEDDINGS_DIMENSIONS)")
+    p.add_argument("--register-status-token-env", metavar="VAR",
+                   help="then register the status token whose secret environment variable VAR holds, as "
+                        "`tokens register --kind status` does (idempotent; a new secret revokes the old one)")
+    p.add_argument("--status-token-name", default="status", metavar="NAME",
+                   help="the registered status token's name (default: status)")
     p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("worker", help="embed new messages: drain the embedding outbox")
@@ -437,6 +507,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="messages per request and transaction (default BACKSCROLL_BACKFILL_BATCH_SIZE)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_backfill)
+
+    md = sub.add_parser("models", help="list registered embedding models, or drop one").add_subparsers(
+        dest="action", required=True)
+    p = md.add_parser("list", help="registered models: dimensions, vectors stored, coverage")
+    p.set_defaults(func=cmd_models_list)
+    p = md.add_parser("drop", help="delete a model's vectors (in batches), its HNSW index, registration and backfill")
+    p.add_argument("model")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--force", action="store_true", help="drop it even if it is BACKSCROLL_EMBEDDINGS_MODEL")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_models_drop)
 
     p = sub.add_parser("demo", help="migrate, load the demo corpus, create a demo token and serve (make run)")
     p.add_argument("--host")
@@ -494,13 +575,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     tk = sub.add_parser("tokens", help="create, list and revoke API tokens").add_subparsers(dest="action", required=True)
     p = tk.add_parser("create", help="create a token; the secret is printed once")
-    p.add_argument("--kind", required=True, choices=["reader", "runtime", "ingest", "admin"])
-    p.add_argument("--workspace", help="workspace slug (all kinds but admin)")
+    p.add_argument("--kind", required=True, choices=["reader", "runtime", "ingest", "admin", "status"],
+                   help="status: reads GET /v1/status and nothing else")
+    p.add_argument("--workspace", help="workspace slug (all kinds but admin and status)")
     p.add_argument("--actor", help="reader: the person, as NAMESPACE/EXTERNAL_ID (e.g. web:demo/alice)")
     p.add_argument("--display-name", help="reader: the person's display name, if the actor is new")
     p.add_argument("--agents", default="all", help="reader/runtime: 'all' or comma-separated agent slugs")
     p.add_argument("--name", default="", help="a label for listings")
     p.set_defaults(func=cmd_tokens_create)
+    p = tk.add_parser("register", help="store a token whose secret was generated elsewhere (read from an environment "
+                                       "variable, never from argv); revokes older live tokens of the same kind and name")
+    p.add_argument("--kind", required=True, choices=["status", "admin"])
+    p.add_argument("--name", required=True, help="the token's name: registering a new secret under it rotates it")
+    p.add_argument("--from-env", required=True, metavar="VAR", help="the environment variable holding the secret")
+    p.set_defaults(func=cmd_tokens_register)
     p = tk.add_parser("list", help="list tokens (never their secrets)")
     p.set_defaults(func=cmd_tokens_list)
     p = tk.add_parser("revoke", help="revoke a token by id")

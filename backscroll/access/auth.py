@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from enum import Enum
 
 import psycopg
 
-from ..errors import Forbidden, Unauthenticated
+from ..errors import BadRequest, Conflict, Forbidden, Unauthenticated
 
 
 class TokenKind(str, Enum):
@@ -17,10 +18,21 @@ class TokenKind(str, Enum):
     runtime = "runtime"  # an agent runtime calling search_history for its runs
     ingest = "ingest"    # a connector writing conversations and messages
     admin = "admin"      # operators: status, metrics, token management
+    status = "status"    # GET /v1/status alone: what the Kubernetes operator polls with
 
+
+# Every kind but status: the routes any API caller may use (whoami, the OpenAPI document). A
+# status token is kept to /v1/status, so even these refuse it.
+API_KINDS = tuple(k for k in TokenKind if k is not TokenKind.status)
+# Kinds that belong to no workspace (api_tokens_workspace_check).
+INSTALLATION_KINDS = (TokenKind.admin, TokenKind.status)
 
 PREFIX = "bks_"
 MAX_TOKEN_CHARS = 128
+# 256 random bits are 43 base64url characters: a registered secret (one generated elsewhere, e.g.
+# by the operator) must be at least as long after the prefix as one create_token makes.
+MIN_SECRET_CHARS = 43
+SECRET_SHAPE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 INSERT_TOKEN = """
 insert into api_tokens (kind, name, digest, hint, workspace_id, actor_id, agent_ids)
@@ -42,6 +54,15 @@ touched as (
      where u.id = token.id and (token.last_used_at is null or token.last_used_at < now() - interval '1 minute')
 )
 select id, kind, workspace_id, actor_id, agent_ids from token
+"""
+# Registration of a secret made elsewhere, serialized per (kind, name): two migration Jobs
+# registering at once leave one live token, not two.
+LOCK_REGISTRATION = "select pg_advisory_xact_lock(hashtext('backscroll_register_token'), hashtext(%(key)s))"
+FIND_DIGEST = "select id, kind::text as kind, revoked_at from api_tokens where digest = %(digest)s"
+REVOKE_OTHERS = """
+update api_tokens set revoked_at = now()
+ where kind = %(kind)s and name = %(name)s and id <> %(id)s and revoked_at is null
+returning id
 """
 REVOKE_TOKEN = "update api_tokens set revoked_at = now() where id = %(id)s and revoked_at is null returning id"
 LIST_TOKENS = """
@@ -97,6 +118,49 @@ def create_token(
         },
     ).fetchone()
     return row["id"], secret
+
+
+def validate_secret(secret: str) -> None:
+    """A secret registered from elsewhere must look like one Backscroll makes: the errors never
+    echo it."""
+    body = secret.removeprefix(PREFIX)
+    if not secret.startswith(PREFIX):
+        raise BadRequest(f"a token starts with {PREFIX!r}; this one does not", code="bad_token")
+    if not (MIN_SECRET_CHARS <= len(body) and len(secret) <= MAX_TOKEN_CHARS):
+        raise BadRequest(f"a token is {PREFIX!r} and then {MIN_SECRET_CHARS} to {MAX_TOKEN_CHARS - len(PREFIX)} "
+                         f"characters (256 random bits or more); this one has {len(body)} after the prefix",
+                         code="bad_token")
+    if not SECRET_SHAPE.match(body):
+        raise BadRequest("a token holds only letters, digits, '-' and '_' (base64url) after the prefix",
+                         code="bad_token")
+
+
+def register_token(conn: psycopg.Connection, kind: TokenKind, name: str, secret: str) -> tuple[int, bool, list[int]]:
+    """Store a token whose secret was made elsewhere (the operator's Secret), as its digest, and
+    revoke the other live tokens of the same kind and name: a regenerated Secret rotates it.
+    Idempotent: a secret already live changes nothing. Returns (id, created, revoked ids). The
+    steps are one transaction (committed on return on an autocommit connection)."""
+    if kind not in INSTALLATION_KINDS:
+        raise BadRequest(f"only {', '.join(k.value for k in INSTALLATION_KINDS)} tokens can be registered "
+                         f"(a {kind.value} token needs a workspace: use `tokens create`)", code="bad_token")
+    validate_secret(secret)
+    with conn.transaction():
+        conn.execute(LOCK_REGISTRATION, {"key": f"{kind.value}/{name}"})
+        found = conn.execute(FIND_DIGEST, {"digest": digest(secret)}).fetchone()
+        if found is not None:
+            if found["revoked_at"] is not None:
+                raise Conflict("this secret belongs to a revoked token; a revoked secret is never live again: "
+                               "generate a new one", code="token_revoked")
+            if found["kind"] != kind.value:
+                raise Conflict(f"this secret is already a live {found['kind']} token, not a {kind.value} one",
+                               code="token_kind_mismatch")
+            return found["id"], False, []
+        hint_len = len(PREFIX) + len(kind.value) + 7 if secret.startswith(f"{PREFIX}{kind.value}_") else len(PREFIX) + 6
+        token_id = conn.execute(INSERT_TOKEN, {
+            "kind": kind.value, "name": name, "digest": digest(secret), "hint": secret[:hint_len],
+            "workspace_id": None, "actor_id": None, "agent_ids": None}).fetchone()["id"]
+        revoked = [r["id"] for r in conn.execute(REVOKE_OTHERS, {"kind": kind.value, "name": name, "id": token_id})]
+    return token_id, True, revoked
 
 
 def authenticate(conn: psycopg.Connection, header: str | None) -> Principal:

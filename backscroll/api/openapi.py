@@ -110,7 +110,8 @@ def document(app: FastAPI) -> dict:
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas["Error"] = ERROR
-    # A route every kind of token may use (deps.requires) never answers 403.
+    # A route every kind of token may use (deps.requires) never answers 403. No route is open to
+    # all today: a status token may use /v1/status alone.
     open_to_all = {(m.lower(), r.path) for r in _routes(app.routes) for m in getattr(r, "methods", None) or ()
                    if set(getattr(r, "token_kinds", ())) == set(TokenKind)}
     for path, operations in doc.get("paths", {}).items():

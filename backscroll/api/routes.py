@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from .. import status as search_status
-from ..access.auth import TokenKind
+from ..access.auth import API_KINDS, TokenKind
 from ..errors import BadRequest
 from ..ingest import importer, links, memories
 from ..ingest import writes as ingest
@@ -161,7 +161,7 @@ def delete_conversation(request: Request, svc: Svc, conversation_id: Id):
 
 
 @router.get("/v1/whoami", tags=["meta"], summary="What the presented token is")
-@requires(*TokenKind)
+@requires(*API_KINDS)
 def whoami(request: Request, svc: Svc):
     with svc.session(request) as (_, principal):
         return {
@@ -173,8 +173,13 @@ def whoami(request: Request, svc: Svc):
         }
 
 
-@router.get("/v1/status", tags=["meta"], summary="Schema version, search mode and embedding coverage per model")
-@requires(TokenKind.admin)
+@router.get("/v1/status", tags=["meta"], summary="Schema version, search mode and embedding coverage per model",
+            description=(
+                "Needs an `admin` token or a `status` token: a status token reads this route and no other "
+                "(every other route answers it 403), so a monitor such as the Kubernetes operator holds a "
+                "credential that discloses no conversation. `backscroll tokens create --kind status` makes one; "
+                "`backscroll tokens register --kind status --from-env VAR` stores one generated elsewhere."))
+@requires(TokenKind.admin, TokenKind.status)
 def status(request: Request, svc: Svc):
     with svc.session(request) as (conn, _):
         facts = search_status.read(conn, svc.settings)
@@ -183,7 +188,7 @@ def status(request: Request, svc: Svc):
 
 
 @router.get("/v1/openapi.json", tags=["meta"], include_in_schema=False)
-@requires(*TokenKind)
+@requires(*API_KINDS)
 def openapi(request: Request, svc: Svc):
     with svc.session(request):
         return request.app.openapi()

@@ -13,8 +13,9 @@ from backscroll.access.auth import TokenKind, digest, revoke_token
 from tests.api.support import api_routes, assert_error, conversation_body, fill, snapshot
 from tests.world import bearer, client
 
-KINDS = ("reader", "runtime", "ingest", "admin")
-EVERYONE = frozenset(KINDS)
+KINDS = ("reader", "runtime", "ingest", "admin", "status")
+# Every kind but status, which reads /v1/status and nothing else (not even whoami).
+EVERYONE = frozenset(KINDS) - {"status"}
 # The sidebar's page, script and stylesheet: fixed files a browser opens from a link, which cannot
 # carry a bearer token. They hold no data (the page fetches everything with the reader's token);
 # test_public_routes_are_fixed_files_that_hold_no_data holds them to that.
@@ -33,7 +34,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("DELETE", "/v1/messages/{message_id}"): frozenset({"ingest"}),
     ("DELETE", "/v1/conversations/{conversation_id}"): frozenset({"ingest"}),
     ("GET", "/v1/whoami"): EVERYONE,
-    ("GET", "/v1/status"): frozenset({"admin"}),
+    ("GET", "/v1/status"): frozenset({"admin", "status"}),
     ("GET", "/v1/openapi.json"): EVERYONE,
     ("GET", "/metrics"): frozenset({"admin"}),
     ("POST", "/v1/memories"): frozenset({"ingest"}),
@@ -94,6 +95,7 @@ def _fixture(world):
         "runtime": world.token("runtime", "acme"),
         "ingest": world.token("ingest", "acme"),
         "admin": world.token("admin"),
+        "status": world.token("status"),
     }
     return ids, ids["msg"], tokens
 
@@ -305,6 +307,29 @@ def test_status_for_admin(db_url, world):
     applied = world.conn.execute("select max(version) as v from backscroll_migrations").fetchone()["v"]
     assert body["schema_version"] == applied
     assert body["mode"] in ("lexical", "hybrid", "degraded")
+
+
+def test_a_status_token_reads_status_and_nothing_else(db_url, world):
+    """The operator's credential: GET /v1/status, and a 403 everywhere else, admin routes included."""
+    conv = world.conversation("acme", "concierge", "t", "Rose Room", creator="alice")
+    world.message("acme", conv, "The Rose Room is booked")
+    token = world.token("status")
+    with client(db_url) as http:
+        r = http.get("/v1/status", headers=bearer(token))
+        assert r.status_code == 200, r.text
+        assert r.json()["mode"] == "lexical"
+        refused = [("GET", "/metrics", None), ("GET", "/v1/whoami", None), ("GET", "/v1/openapi.json", None),
+                   ("GET", "/v1/agent-sessions?q=rose", None),
+                   ("POST", "/v1/tools/search_history", {"turn_id": 1, "query": "rose"}),
+                   ("GET", "/v1/workspaces/acme/search-settings", None),
+                   ("PUT", "/v1/workspaces/acme/search-settings", {"text_search_config": "english"}),
+                   ("POST", "/v1/conversations", conversation_body("t2", "Other"))]
+        before = snapshot(world.conn)
+        for method, path, body in refused:
+            r = http.request(method, path, headers=bearer(token), json=body)
+            error = assert_error(r, 403, "forbidden")
+            assert "this one is a status token" in error["message"], (path, error)
+        assert snapshot(world.conn) == before
 
 
 def test_a_route_that_declares_no_token_kinds_is_refused_when_built():

@@ -24,7 +24,7 @@ from backscroll.config import Settings
 from tests.world import client
 
 EXAMPLES = int(os.environ.get("BACKSCROLL_CONFORMANCE_EXAMPLES", "8"))
-KINDS = ("reader", "ingest", "runtime", "admin")
+KINDS = ("reader", "ingest", "runtime", "admin", "status")
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
 
@@ -71,7 +71,8 @@ def served(pg_url, template_url):
     conv = world.conversation("acme", "concierge", "thread-1", "Rose Room booking", creator="alice")
     world.message("acme", conv, "The Rose Room is booked", speaker="alice")
     tokens = {"reader": world.token("reader", "acme", actor="alice"), "ingest": world.token("ingest", "acme"),
-              "runtime": world.token("runtime", "acme"), "admin": world.token("admin")}
+              "runtime": world.token("runtime", "acme"), "admin": world.token("admin"),
+              "status": world.token("status")}
     with client(url) as http:  # started: its lifespan ran
         SERVED.target = http.app
         yield tokens

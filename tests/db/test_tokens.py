@@ -189,3 +189,109 @@ def test_cli_tokens_create_refuses_incomplete_requests(cli_env, capsys, world):
     # nothing was stored, not even the actor of a refused reader token
     assert world.conn.execute("select count(*) as n from api_tokens").fetchone()["n"] == 0
     assert world.conn.execute("select count(*) as n from actors").fetchone()["n"] == 0
+
+
+# ------------------------------------------------------------------------------- status tokens
+
+
+def _status_secret(tag: str = "a") -> str:
+    return "bks_status_" + (tag * 43)[:43]
+
+
+def _live(conn, kind: str = "status") -> list[dict]:
+    return conn.execute("select id, name, hint from api_tokens where kind = %s and revoked_at is null order by id",
+                        (kind,)).fetchall()
+
+
+def test_cli_tokens_create_status_needs_no_workspace(cli_env, capsys):
+    assert cli.main(["tokens", "create", "--kind", "status", "--name", "monitor"]) == 0
+    secret = capsys.readouterr().out.strip()
+    assert secret.startswith("bks_status_")
+    with connect(cli_env) as conn:
+        principal = authenticate(conn, f"Bearer {secret}")
+        assert principal.kind is TokenKind.status and principal.workspace_id is None
+        with pytest.raises(Forbidden):
+            principal.require(TokenKind.admin)
+
+
+def test_cli_tokens_register_stores_the_digest_is_idempotent_and_rotates(cli_env, capsys, monkeypatch):
+    first, second = _status_secret("a"), _status_secret("b")
+    monkeypatch.setenv("OP_TOKEN", first)
+    assert cli.main(["tokens", "register", "--kind", "status", "--name", "operator", "--from-env", "OP_TOKEN"]) == 0
+    assert cli.main(["tokens", "register", "--kind", "status", "--name", "operator", "--from-env", "OP_TOKEN"]) == 0
+    out, err = capsys.readouterr()
+    assert "already registered" in err
+    assert first not in out + err and first[11:30] not in out + err  # never printed, not even in part
+    with connect(cli_env) as conn:
+        [row] = _live(conn)  # the second run changed nothing
+        assert authenticate(conn, f"Bearer {first}").kind is TokenKind.status
+        _assert_secret_not_stored(conn, first)
+        assert bytes(conn.execute("select digest from api_tokens").fetchone()["digest"]) == hashlib.sha256(
+            first.encode()).digest()
+        # Another name is another token: rotation under "operator" leaves it alone.
+        _, other = create_token(conn, TokenKind.status, name="monitor")
+
+    # The Kubernetes Secret regenerated: the new secret is registered and the old one revoked.
+    monkeypatch.setenv("OP_TOKEN", second)
+    assert cli.main(["tokens", "register", "--kind", "status", "--name", "operator", "--from-env", "OP_TOKEN"]) == 0
+    assert f"revoked the previous status token(s) named 'operator': {row['id']}" in capsys.readouterr().err
+    with connect(cli_env) as conn:
+        assert [r["name"] for r in _live(conn)] == ["monitor", "operator"]
+        assert authenticate(conn, f"Bearer {second}").kind is TokenKind.status
+        assert authenticate(conn, f"Bearer {other}").kind is TokenKind.status
+        with pytest.raises(Unauthenticated):
+            authenticate(conn, f"Bearer {first}")
+
+    # A revoked secret never comes back to life.
+    monkeypatch.setenv("OP_TOKEN", first)
+    assert cli.main(["tokens", "register", "--kind", "status", "--name", "operator", "--from-env", "OP_TOKEN"]) == 1
+    assert "revoked" in capsys.readouterr().err
+    with connect(cli_env) as conn, pytest.raises(Unauthenticated):
+        authenticate(conn, f"Bearer {first}")
+
+
+BAD_SECRETS = [
+    ("tok_status_" + "a" * 43, "starts with 'bks_'"),
+    ("bks_short", "43 to 124 characters"),
+    ("bks_" + "a" * 125, "43 to 124 characters"),
+    ("bks_status_" + "a" * 40 + " x", "base64url"),
+    ("bks_status_" + "é" * 43, "base64url"),
+]
+
+
+def test_cli_tokens_register_refuses_what_is_not_a_token_without_echoing_it(cli_env, capsys, monkeypatch):
+    for secret, message in BAD_SECRETS:
+        monkeypatch.setenv("OP_TOKEN", secret)
+        assert cli.main(["tokens", "register", "--kind", "status", "--name", "op", "--from-env", "OP_TOKEN"]) == 1
+        out, err = capsys.readouterr()
+        assert message in err, (secret, err)
+        assert secret not in out + err
+    monkeypatch.delenv("OP_TOKEN")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["tokens", "register", "--kind", "status", "--name", "op", "--from-env", "OP_TOKEN"])
+    assert "OP_TOKEN is not set" in str(info.value.code)
+    with connect(cli_env) as conn:
+        assert conn.execute("select count(*) as n from api_tokens").fetchone()["n"] == 0
+
+
+def test_a_live_secret_of_another_kind_is_refused(world):
+    from backscroll.access.auth import register_token
+    from backscroll.errors import Conflict
+
+    _, admin = create_token(world.conn, TokenKind.admin)
+    with pytest.raises(Conflict, match="already a live admin token"):
+        register_token(world.conn, TokenKind.status, "operator", admin)
+    assert _live(world.conn) == []
+
+
+def test_migrate_registers_the_status_token_after_migrating(cli_env, capsys, monkeypatch):
+    monkeypatch.setenv("BACKSCROLL_STATUS_TOKEN", _status_secret("c"))
+    argv = ["migrate", "--register-status-token-env", "BACKSCROLL_STATUS_TOKEN", "--status-token-name", "operator"]
+    assert cli.main(argv) == 0
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "registered status token" in err and "already registered" in err
+    assert _status_secret("c") not in out + err
+    with connect(cli_env) as conn:
+        assert [r["name"] for r in _live(conn)] == ["operator"]
+        assert authenticate(conn, f"Bearer {_status_secret('c')}").kind is TokenKind.status
