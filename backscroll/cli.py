@@ -76,6 +76,20 @@ def _register_from_env(settings: Settings, kind: str, name: str, variable: str) 
         print(f"{kind} token {token_id} from ${variable} is already registered; nothing changed", file=sys.stderr)
 
 
+def cmd_purge(args, settings: Settings) -> int:
+    from .store.purge import purge
+
+    if not args.yes_delete_all_data:
+        print("backscroll: purge deletes every conversation, message, vector and token Backscroll stored, and its "
+              "schema; nothing of it can be recovered. Run it again with --yes-delete-all-data", file=sys.stderr)
+        return 2
+    done = purge(_url(settings))
+    print(f"purged {len(done.tables)} tables, {len(done.functions)} functions, {len(done.types)} types and "
+          f"{len(done.configurations)} text search configurations; the extensions stay. "
+          "`backscroll migrate` starts again from nothing")
+    return 0
+
+
 def _stop_on_signals():
     """A threading.Event set by SIGTERM or SIGINT: the current batch finishes, then the command exits."""
     import threading
@@ -493,6 +507,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status-token-name", default="status", metavar="NAME",
                    help="the registered status token's name (default: status)")
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("purge", help="drop everything Backscroll stored in the database (the opposite of migrate; "
+                                     "extensions stay)")
+    p.add_argument("--yes-delete-all-data", action="store_true", help="required: there is no undo")
+    p.set_defaults(func=cmd_purge)
 
     p = sub.add_parser("worker", help="embed new messages: drain the embedding outbox")
     p.add_argument("--once", action="store_true", help="drain what is due, then exit")
