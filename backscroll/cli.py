@@ -108,12 +108,27 @@ def _stop_on_signals():
 
 
 def cmd_worker(args, settings: Settings) -> int:
+    import threading
+
+    from .embeddings.health import HealthServer, Heartbeat, wait_until_ready
     from .embeddings.worker import run_worker
 
     if not settings.embeddings_enabled:
         print("embeddings are off (BACKSCROLL_EMBEDDINGS_MODEL is not set): nothing to do", file=sys.stderr)
         return 0
-    stats = run_worker(settings, _url(settings), once=args.once, stop=_stop_on_signals(), batch_size=args.batch)
+    url, stop, heartbeat = _url(settings), _stop_on_signals(), Heartbeat()
+    health = None
+    if settings.worker_health_port:
+        # Up before the wait for migrations: the probes say the worker is alive and not ready yet.
+        health = HealthServer(settings, url, heartbeat, threading.current_thread(),
+                              settings.worker_health_host or settings.host, settings.worker_health_port).start()
+    try:
+        if not wait_until_ready(url, settings, stop, "worker", tick=heartbeat.beat):
+            return 0
+        stats = run_worker(settings, url, once=args.once, stop=stop, batch_size=args.batch, heartbeat=heartbeat)
+    finally:
+        if health is not None:
+            health.close()
     print(f"worker stopped: {stats.embedded} embedded, {stats.failed} failed ({stats.parked} parked), "
           f"{stats.postponed} postponed, {stats.batches} batches", file=sys.stderr)
     return 0
@@ -124,8 +139,13 @@ def cmd_backfill(args, settings: Settings) -> int:
 
     if not settings.embeddings_enabled:
         raise SystemExit("embeddings are off: set BACKSCROLL_EMBEDDINGS_MODEL (and _URL) first")
-    result = run_backfill(settings, _url(settings), args.model or settings.embeddings_model, rate=args.rate,
-                          batch_size=args.batch, quiet=args.quiet, stop=_stop_on_signals())
+    from .embeddings.health import wait_until_ready
+
+    url, stop = _url(settings), _stop_on_signals()
+    if not wait_until_ready(url, settings, stop, "backfill"):
+        return 1
+    result = run_backfill(settings, url, args.model or settings.embeddings_model, rate=args.rate,
+                          batch_size=args.batch, quiet=args.quiet, stop=stop)
     print(f"backfill {result.state}: {result.embedded} embedded by this run, {result.failed} handed to the outbox; "
           f"{result.covered} of {result.total} messages have a {result.model} vector ({result.seconds:.1f} s)")
     return 0 if result.state == "finished" else 1

@@ -283,6 +283,31 @@ class Settings(BaseSettings):
                     "(a restart, a failover), for the worker and the backfill: the first wait is 0.5 s, "
                     "each next one twice as long.",
     )
+    worker_health_port: int = Field(
+        default=0, ge=0, le=65535,
+        description=(
+            "Port of `backscroll worker`'s health endpoint, for Kubernetes' probes: GET /healthz (200 while the "
+            "worker loop makes progress or waits as it should; 503 when it is stuck or has stopped) and GET "
+            "/readyz (200 when the database answers, every migration is applied and the configured model is "
+            "registered; 503 with the reason otherwise). 0: no endpoint."),
+    )
+    worker_health_host: str | None = Field(
+        default=None,
+        description="Address the worker's health endpoint binds to; unset: BACKSCROLL_HOST.",
+    )
+    worker_health_stale_s: float = Field(
+        default=300.0, gt=0,
+        description=(
+            "GET /healthz of the worker fails when its loop has not come round for this long: longer than any "
+            "wait the loop makes (the poll, a backoff of at most 60 s, an embeddings request with its retries)."),
+    )
+    schema_wait_s: float = Field(
+        default=900.0, ge=0,
+        description=(
+            "How long `backscroll worker` and `backscroll backfill` wait, at start, for the database to answer, "
+            "every migration of this build to be applied and the model to be registered (the migration Job "
+            "may still be running), before they exit with the reason. 0: do not wait."),
+    )
     worker_max_attempts: int = Field(
         default=5, ge=1, description="Failed attempts after which a message's job is parked with its error."
     )

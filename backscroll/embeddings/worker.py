@@ -31,6 +31,7 @@ from . import vectors
 from .backfill import BackfillRunning, lock_held, run_backfill
 from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for
+from .health import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,10 @@ OWED = ("pending", "interrupted", "failed", "running")
 
 class Worker:
     def __init__(self, settings: Settings, url: str, *, gateway: Gateway | None = None,
-                 stop: threading.Event | None = None, batch_size: int | None = None):
+                 stop: threading.Event | None = None, batch_size: int | None = None,
+                 heartbeat: Heartbeat | None = None):
         self.settings = settings
+        self.heartbeat = heartbeat or Heartbeat()
         self.gateway = gateway or gateway_for(settings)
         self.gateway.require_configured()  # off (no model) or nowhere to send: nothing to do
         self.stop = stop or threading.Event()
@@ -168,7 +171,8 @@ class Worker:
                 conn.close()
             except psycopg.Error:
                 pass
-        while wait_for_database(self.url, self.stop, self.settings.database_retry_max_s, "worker"):
+        while wait_for_database(self.url, self.stop, self.settings.database_retry_max_s, "worker",
+                                tick=self.heartbeat.beat):
             try:
                 self.ledger = connect(self.url, autocommit=True)
                 self.conn = connect(self.url)
@@ -191,6 +195,7 @@ class Worker:
         log.info("worker embedding with %s (%d dimensions), batches of %d",
                  self.model.model, self.model.dimensions, self.batch_size)
         while not self.stop.is_set():
+            self.heartbeat.beat()  # each wait below is bounded (IDLE_MAX_S, the poll, a reconnect's steps)
             try:
                 if not once:
                     self.maybe_backfill()
@@ -283,8 +288,8 @@ class Worker:
 
 
 def run_worker(settings: Settings, url: str, *, once: bool = False, stop: threading.Event | None = None,
-               batch_size: int | None = None) -> Stats:
-    with Worker(settings, url, stop=stop, batch_size=batch_size) as worker:
+               batch_size: int | None = None, heartbeat: Heartbeat | None = None) -> Stats:
+    with Worker(settings, url, stop=stop, batch_size=batch_size, heartbeat=heartbeat) as worker:
         return worker.run(once=once)
 
 

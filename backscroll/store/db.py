@@ -14,7 +14,7 @@ import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -142,12 +142,16 @@ def lost_connection(exc: psycopg.OperationalError, *conns: psycopg.Connection | 
     return any(c is None or c.broken or c.closed for c in conns) if conns else exc.sqlstate is None
 
 
-def wait_for_database(url: str, stop: threading.Event, max_wait_s: float, what: str) -> bool:
+def wait_for_database(url: str, stop: threading.Event, max_wait_s: float, what: str,
+                      tick: Callable[[], None] | None = None) -> bool:
     """Block until a connection to `url` opens again, waiting 0.5 s, then twice as long each time
     up to `max_wait_s`: how a long-running process (the worker, a backfill) rides out a restart or
-    a failover instead of exiting. False when `stop` was set first."""
+    a failover instead of exiting. False when `stop` was set first. `tick` is called at each
+    attempt: waiting for the database is the worker's loop going on as it should (its liveness)."""
     wait = FIRST_RETRY_S
     while not stop.is_set():
+        if tick is not None:
+            tick()
         try:
             with psycopg.connect(url, connect_timeout=10):
                 log.info("%s: the database answers again", what)
