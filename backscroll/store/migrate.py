@@ -36,6 +36,10 @@ create table if not exists backscroll_migrations (
 )
 """
 SELECT_APPLIED = "select version, name, checksum from backscroll_migrations order by version"
+# What 0001 creates, and what a superuser must create beforehand where the migrating role may not
+# (CloudNativePG's application user owns its database but is no superuser; pgvector is not a
+# trusted extension).
+EXTENSIONS = ("vector", "pg_trgm", "btree_gin")
 RECORD_APPLIED = "insert into backscroll_migrations (version, name, checksum) values (%s, %s, %s)"
 
 
@@ -117,6 +121,15 @@ def migrate(url: str, directory: Path | None = None) -> list[Migration]:
                     else:
                         conn.execute(mig.sql)
                         conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum))
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    advice = ""
+                    if "extension" in (exc.diag.message_primary or ""):
+                        statements = "; ".join(f"create extension if not exists {e}" for e in EXTENSIONS)
+                        advice = (f"; the role {conn.info.user!r} may not create it: a superuser must first run, in "
+                                  f"database {conn.info.dbname!r}: {statements}")
+                    raise MigrationError(
+                        f"migration {mig.version:04d}_{mig.name}.sql failed: {exc.diag.message_primary}{advice}"
+                    ) from exc
                 except psycopg.Error as exc:
                     raise MigrationError(
                         f"migration {mig.version:04d}_{mig.name}.sql failed: {exc}"
