@@ -219,3 +219,12 @@ def eventually(check, timeout: float = 10.0, interval: float = 0.1):
         if time.monotonic() > deadline:
             raise AssertionError(f"not true after {timeout} s; last: {value!r}")
         time.sleep(interval)
+
+
+@pytest.fixture
+def kubectl(cluster, tmp_path):
+    """The real kubectl against the emulator: `kubectl("get", "sidx")` returns stdout and raises
+    with stdout and stderr on failure; `kubectl.json("get", "sidx", "x")`, `kubectl.run(...)`."""
+    from .kubectl import Kubectl
+
+    return Kubectl(tmp_path / "kubeconfig", tmp_path / "kubectl-cache")

@@ -473,8 +473,12 @@ def labels_match(obj: dict, terms) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     for key, op, value in terms:
         have = labels.get(key)
-        ok = {"=": have == value, "!=": have != value, "in": have in value,
-              "notin": have not in value, "exists": key in labels, "!": key not in labels}[op]
+        if op in ("exists", "!"):
+            ok = (key in labels) == (op == "exists")
+        elif op in ("in", "notin"):
+            ok = (have in value) == (op == "in")
+        else:
+            ok = (have == value) == (op == "=")
         if not ok:
             return False
     return True
@@ -777,6 +781,9 @@ class Emulator(kmock.KubernetesEmulator):
         """Write one object (None: remove it); a write that changes nothing writes nothing."""
         if new is not None and old is not None and _same(old, new):
             return old
+        if new is not None and old is not None and new["metadata"].get("deletionTimestamp") \
+                and not new["metadata"].get("finalizers"):
+            return self._remove(kind, namespace, name, new)  # the last finalizer went: DELETED only
         namespace = namespace if kind.namespaced else None
         key = (kind.resource, namespace, name)
         version = next(self._versions)
@@ -809,8 +816,6 @@ class Emulator(kmock.KubernetesEmulator):
         changed.set()
         if kind.plural == "customresourcedefinitions" and event != "DELETED":
             self._register_crd(new)
-        if event != "DELETED" and new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            return self._remove(kind, namespace, name, new)
         return new
 
     def _remove(self, kind: Kind, namespace: str | None, name: str, obj: dict, propagation: str = "Background") -> dict:
@@ -1201,9 +1206,13 @@ class Emulator(kmock.KubernetesEmulator):
                 e["fields"] = e["fields"] - set(conflicts)
         new = copy.deepcopy(live)
         others = set().union(*(e["fields"] for e in entries if e is not mine))
-        for p in sorted(mine["fields"] - set(applied_values), key=len, reverse=True):
-            if not any(o[:len(p)] == p for o in others):
-                _remove_path(new, p)
+        removed: list[tuple] = []
+        for p in sorted(mine["fields"] - set(applied_values), key=len):
+            # A keyed item goes whole (its key fields with it), unless others own part of it.
+            if any(p[:len(r)] == r for r in removed) or any(o[:len(p)] == p for o in others):
+                continue
+            _remove_path(new, p)
+            removed.append(p)
         body = {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}
         body["metadata"] = {k: v for k, v in applied["metadata"].items() if k not in SERVER_META}
         new = _apply_merge(new, body)
