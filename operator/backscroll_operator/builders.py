@@ -17,9 +17,12 @@ from __future__ import annotations
 import copy
 import math
 
-from .names import (HASH_ANNOTATION, MODEL_ANNOTATION, Owner, child_name, labels, model_slug, selector,
-                    short_hash)
-from .spec import DatabaseRef, Embeddings, SearchIndexSpec
+import json
+
+from .names import (EMBEDDINGS_ANNOTATION, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION,
+                    SECRETS_ANNOTATION, Owner, child_name, labels, model_slug, selector, short_hash)
+from .rollout import Plan
+from .spec import Embeddings, SearchIndexSpec, TokenRef
 
 API_PORT = 8080  # what the API container listens on; the Service maps spec.api.service.port to it
 
@@ -34,8 +37,14 @@ def worker_name(owner: Owner) -> str:
     return child_name(owner.name, "worker")
 
 
-def embeddings_name(owner: Owner) -> str:
-    return child_name(owner.name, "embeddings")
+def embeddings_name(owner: Owner, model: str) -> str:
+    # One server per model: during a rollout the old model's serves queries while the new one's
+    # embeds the backfill.
+    return child_name(owner.name, "embeddings", model_slug(model))
+
+
+def status_token_name(owner: Owner) -> str:
+    return child_name(owner.name, "status-token")
 
 
 def migration_name(owner: Owner, spec: SearchIndexSpec) -> str:
@@ -50,13 +59,27 @@ def backfill_name(owner: Owner, model: str) -> str:
     return child_name(owner.name, "backfill", model_slug(model))
 
 
-def embeddings_url(owner: Owner, spec: SearchIndexSpec) -> str | None:
-    emb = spec.embeddings
-    if emb is None:
-        return None
+def catchup_name(owner: Owner, model: str) -> str:
+    return child_name(owner.name, "catchup", model_slug(model))
+
+
+def prune_name(owner: Owner, model: str) -> str:
+    return child_name(owner.name, "prune", model_slug(model))
+
+
+def register_name(owner: Owner, secret_uid: str) -> str:
+    # A regenerated token Secret (a new uid) is a new Job: rotation registers the new digest.
+    return child_name(owner.name, "register", short_hash(secret_uid))
+
+
+def purge_name(owner: Owner) -> str:
+    return child_name(owner.name, "purge")
+
+
+def embeddings_url(owner: Owner, emb: Embeddings) -> str:
     if emb.external is not None:
         return emb.external.url.rstrip("/")
-    return f"http://{embeddings_name(owner)}.{owner.namespace}.svc:{emb.server_or_default().port}/v1"
+    return f"http://{embeddings_name(owner, emb.model)}.{owner.namespace}.svc:{emb.server_or_default().port}/v1"
 
 
 def status_url(owner: Owner, spec: SearchIndexSpec, template: str | None = None) -> str:
@@ -88,18 +111,40 @@ def _secret_env(name: str, ref) -> dict:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
 
 
-def _database_env(ref: DatabaseRef) -> list[dict]:
-    return [_secret_env("BACKSCROLL_DATABASE_URL", ref)]
+def _database_env(spec: SearchIndexSpec) -> list[dict]:
+    return [_secret_env("BACKSCROLL_DATABASE_URL", spec.database.primary)]
 
 
-def _embeddings_env(owner: Owner, spec: SearchIndexSpec) -> list[dict]:
-    """The gateway's settings (BACKSCROLL_EMBEDDINGS_*), key included: gateway callers only."""
-    emb = spec.embeddings
+def _read_env(owner: Owner, spec: SearchIndexSpec) -> list[dict]:
+    """Where people's reads go: a replica Secret's URL, or a CloudNativePG cluster's read Service
+    with the app user's credentials from its Secret (libpq takes the password from PGPASSWORD,
+    so no hand-made Secret holds a second URL)."""
+    db = spec.database
+    if db.read_replica_secret_ref is not None:
+        return [_secret_env("BACKSCROLL_DATABASE_READ_URL", db.read_replica_secret_ref)]
+    cnpg = db.cnpg_cluster_ref
+    if cnpg is None or cnpg.read_service == "rw":
+        return []
+    app = cnpg.app_secret.name
+    return [
+        {"name": "BACKSCROLL_CNPG_USER", "valueFrom": {"secretKeyRef": {"name": app, "key": "username"}}},
+        {"name": "BACKSCROLL_CNPG_DBNAME", "valueFrom": {"secretKeyRef": {"name": app, "key": "dbname"}}},
+        {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": app, "key": "password"}}},
+        # $(VAR) is expanded by the kubelet from the variables above.
+        {"name": "BACKSCROLL_DATABASE_READ_URL",
+         "value": f"postgresql://$(BACKSCROLL_CNPG_USER)@{cnpg.name}-{cnpg.read_service}.{owner.namespace}.svc:"
+                  f"{cnpg.port}/$(BACKSCROLL_CNPG_DBNAME)"},
+    ]
+
+
+def _embeddings_env(owner: Owner, emb: Embeddings | None) -> list[dict]:
+    """The gateway's settings (BACKSCROLL_EMBEDDINGS_*) for one model, key included: gateway
+    callers only."""
     if emb is None:
         return []
     values = {
         "BACKSCROLL_EMBEDDINGS_MODEL": emb.model,
-        "BACKSCROLL_EMBEDDINGS_URL": embeddings_url(owner, spec),
+        "BACKSCROLL_EMBEDDINGS_URL": embeddings_url(owner, emb),
         "BACKSCROLL_EMBEDDINGS_DIMENSIONS": str(emb.dimensions),
         "BACKSCROLL_EMBEDDINGS_QUERY_MODEL": emb.query_model,
         "BACKSCROLL_EMBEDDINGS_DOCUMENT_MODEL": emb.document_model,
@@ -144,18 +189,40 @@ def _pod(containers: list[dict], restart: str = "Always", volumes: list[dict] | 
     return pod
 
 
-def _deployment(name: str, owner: Owner, component: str, replicas: int, pod: dict,
-                strategy: str = "RollingUpdate") -> dict:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _meta(name, owner, component),
-        "spec": {
-            "replicas": replicas,
-            "strategy": {"type": strategy},
-            "selector": {"matchLabels": selector(owner.name, component)},
-            "template": {"metadata": {"labels": labels(owner.name, component)}, "spec": pod},
-        },
+def _deployment(name: str, owner: Owner, component: str, replicas: int | None, pod: dict,
+                strategy: str = "RollingUpdate", annotations: dict | None = None,
+                pod_annotations: dict | None = None) -> dict:
+    spec = {
+        "strategy": {"type": strategy},
+        "selector": {"matchLabels": selector(owner.name, component)},
+        "template": {"metadata": {"labels": labels(owner.name, component)}, "spec": pod},
     }
+    if replicas is not None:  # None: someone else (an HPA) owns the field; the apply leaves it
+        spec = {"replicas": replicas, **spec}
+    if pod_annotations:
+        spec["template"]["metadata"]["annotations"] = dict(pod_annotations)
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": _meta(name, owner, component, **(annotations or {})), "spec": spec}
+
+
+def _rollout_annotations(spec: SearchIndexSpec, emb: Embeddings | None) -> dict:
+    """What the Deployment's pods run, for the next pass to read back (rollout.Observed)."""
+    values = {IMAGE_ANNOTATION: spec.image}
+    if emb is not None:
+        values[EMBEDDINGS_ANNOTATION] = json.dumps(emb.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
+                                                   sort_keys=True, separators=(",", ":"))
+    return values
+
+
+def read_embeddings(deployment: dict | None) -> Embeddings | None:
+    """The model configuration a live Deployment was given (None: none, or an unreadable one)."""
+    text = (((deployment or {}).get("metadata") or {}).get("annotations") or {}).get(EMBEDDINGS_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return Embeddings.model_validate(json.loads(text))
+    except ValueError:
+        return None
 
 
 def _job(name: str, owner: Owner, component: str, container: dict, backoff_limit: int,
@@ -186,8 +253,28 @@ def migration_job(owner: Owner, spec: SearchIndexSpec) -> dict:
     args = ["migrate"]
     if spec.embeddings is not None:
         args += ["--model", spec.embeddings.model, "--dimensions", str(spec.embeddings.dimensions)]
-    container = _container(spec, "migrate", args, _database_env(spec.database.secret_ref))
+    container = _container(spec, "migrate", args, _database_env(spec))
     return _finish(_job(migration_name(owner, spec), owner, "migrate", container, backoff_limit=3), owner)
+
+
+def status_token_secret(owner: Owner, token: str) -> dict:
+    """The operator's own credential for GET /v1/status (a `status` token: it reads nothing else).
+    `token` is generated by the reconciler (builders have no randomness); the Secret is created
+    once and never rewritten, so deleting it is how it is rotated."""
+    return _finish({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": _meta(status_token_name(owner), owner, "status-token"),
+                    "stringData": {"token": token}}, owner)
+
+
+def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str) -> dict:
+    """Registers the digest of the operator's status token (the secret itself stays in its Secret):
+    the step that would otherwise be `kubectl exec ... tokens create`."""
+    ref = TokenRef(name=status_token_name(owner))
+    env = _database_env(spec) + [_secret_env("BACKSCROLL_STATUS_TOKEN", ref)]
+    container = _container(spec, "register", ["tokens", "register", "--kind", "status", "--name",
+                                              f"operator:{owner.namespace}/{owner.name}",
+                                              "--from-env", "BACKSCROLL_STATUS_TOKEN"], env)
+    return _finish(_job(register_name(owner, secret_uid), owner, "register", container, backoff_limit=6), owner)
 
 
 def _ranking_env(spec: SearchIndexSpec) -> list[dict]:
@@ -199,8 +286,16 @@ def _ranking_env(spec: SearchIndexSpec) -> list[dict]:
             {"name": "BACKSCROLL_SEARCH_CANDIDATE_POOL", "value": str(r.candidate_pool)}]
 
 
-def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
-    env = _database_env(spec.database.secret_ref) + [
+def _pod_annotations(checksum: str) -> dict:
+    return {SECRETS_ANNOTATION: checksum} if checksum else {}
+
+
+def api_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: str = "") -> dict | None:
+    """None until the spec's image has been migrated once (rollout.py): an API never runs an
+    image whose migrations have not run."""
+    if plan.image is None:
+        return None
+    env = _database_env(spec) + [
         {"name": "BACKSCROLL_HOST", "value": "0.0.0.0"},
         {"name": "BACKSCROLL_PORT", "value": str(API_PORT)},
         # One serving process per pod: the Deployment scales by replicas, and each pod's /metrics
@@ -210,19 +305,21 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec) -> dict:
         {"name": "BACKSCROLL_TEXT_SEARCH_CONFIG", "value": spec.text_search_config},
         *_ranking_env(spec),
     ]
-    if spec.database.read_replica_secret_ref is not None:
-        # People's reads (session list, search, transcript) go to the replica; the rest to the primary.
-        env.append(_secret_env("BACKSCROLL_DATABASE_READ_URL", spec.database.read_replica_secret_ref))
-    env += _embeddings_env(owner, spec)
-    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=spec.api.image)
+    # People's reads (session list, search, transcript) go to the replica; the rest to the primary.
+    env += _read_env(owner, spec)
+    env += _embeddings_env(owner, plan.api)
+    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=spec.api.image or plan.image)
     container["ports"] = [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}]
     # The API's two public routes for probes. Readiness needs the database and every migration of
-    # this image, so a new image gets traffic only once its migration Job has run; liveness never
-    # touches the database, so an outage takes pods out of the Service without restarting them.
+    # this image; liveness never touches the database, so an outage takes pods out of the Service
+    # without restarting them.
     container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5}
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 20,
                                   "failureThreshold": 3}
-    return _finish(_deployment(api_name(owner), owner, "api", spec.api.replicas, _pod([container])), owner)
+    replicas = spec.api.replicas if spec.api.manage_replicas else None
+    return _finish(_deployment(api_name(owner), owner, "api", replicas, _pod([container]),
+                               annotations=_rollout_annotations(spec, plan.api),
+                               pod_annotations=_pod_annotations(checksum)), owner)
 
 
 def api_service(owner: Owner, spec: SearchIndexSpec) -> dict:
@@ -230,23 +327,36 @@ def api_service(owner: Owner, spec: SearchIndexSpec) -> dict:
                             spec.api.service.type), owner)
 
 
-def worker_deployment(owner: Owner, spec: SearchIndexSpec) -> dict | None:
-    """None without embeddings: the worker only embeds, and `backscroll worker` exits at once
-    when no model is configured (a Deployment would restart it forever)."""
-    if spec.embeddings is None:
+WORKER_HEALTH_PORT = 8081
+
+
+def worker_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: str = "") -> dict | None:
+    """None without a model to embed with (`backscroll worker` exits at once without one: a
+    Deployment would restart it forever), and until the image has been migrated."""
+    if plan.worker is None or plan.image is None:
         return None
     # The backfill is the operator's Job (its status is BackfillComplete); a worker that also ran
     # owed backfills would race it for the model's backfill lock.
-    env = _database_env(spec.database.secret_ref) + _embeddings_env(owner, spec) + [
-        {"name": "BACKSCROLL_WORKER_BACKFILL", "value": "false"}]
-    container = _container(spec, "worker", ["worker"], env, spec.worker.resources)
-    return _finish(_deployment(worker_name(owner), owner, "worker", spec.worker.replicas, _pod([container])), owner)
+    env = _database_env(spec) + _embeddings_env(owner, plan.worker) + [
+        {"name": "BACKSCROLL_WORKER_BACKFILL", "value": "false"},
+        {"name": "BACKSCROLL_WORKER_HEALTH_PORT", "value": str(WORKER_HEALTH_PORT)},
+        # The kubelet probes the pod's IP, not its loopback.
+        {"name": "BACKSCROLL_WORKER_HEALTH_HOST", "value": "0.0.0.0"}]
+    container = _container(spec, "worker", ["worker"], env, spec.worker.resources, image=plan.image)
+    container["ports"] = [{"name": "health", "containerPort": WORKER_HEALTH_PORT, "protocol": "TCP"}]
+    # Readiness: the database answers and the schema is migrated; liveness: the loop makes progress.
+    container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 10}
+    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 30,
+                                  "failureThreshold": 3}
+    replicas = spec.worker.replicas if spec.worker.manage_replicas else None
+    return _finish(_deployment(worker_name(owner), owner, "worker", replicas, _pod([container]),
+                               annotations=_rollout_annotations(spec, plan.worker),
+                               pod_annotations=_pod_annotations(checksum)), owner)
 
 
-def embeddings_deployment(owner: Owner, spec: SearchIndexSpec) -> dict | None:
-    """The in-cluster embeddings server (TEI by default); None for an external endpoint or none."""
-    emb = spec.embeddings
-    if emb is None or not emb.in_cluster:
+def embeddings_deployment(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict | None:
+    """The in-cluster embeddings server (TEI by default) of one model; None for an external endpoint."""
+    if not emb.in_cluster:
         return None
     server = emb.server_or_default()
     cache = server.model_cache
@@ -269,45 +379,68 @@ def embeddings_deployment(owner: Owner, spec: SearchIndexSpec) -> dict | None:
     }
     # A ReadWriteOnce cache cannot be mounted by the old and the new pod at once.
     strategy = "Recreate" if cache.claim_name else "RollingUpdate"
-    return _finish(_deployment(embeddings_name(owner), owner, "embeddings", server.replicas,
+    return _finish(_deployment(embeddings_name(owner, emb.model), owner, "embeddings", server.replicas,
                                # The server's image decides its own user (TEI's writes its cache).
-                               _pod([container], volumes=[volume], backscroll=False), strategy=strategy), owner)
+                               _pod([container], volumes=[volume], backscroll=False), strategy=strategy,
+                               annotations={MODEL_ANNOTATION: emb.model}), owner)
 
 
-def embeddings_service(owner: Owner, spec: SearchIndexSpec) -> dict | None:
-    emb = spec.embeddings
-    if emb is None or not emb.in_cluster:
+def embeddings_service(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict | None:
+    if not emb.in_cluster:
         return None
-    return _finish(_service(embeddings_name(owner), owner, "embeddings", emb.server_or_default().port, "http"),
-                   owner)
+    return _finish(_service(embeddings_name(owner, emb.model), owner, "embeddings", emb.server_or_default().port,
+                            "http"), owner)
 
 
-def backfill_job(owner: Owner, spec: SearchIndexSpec) -> dict | None:
-    """One Job per model, named from the model: a new model is a new Job, the same model the same."""
-    emb: Embeddings | None = spec.embeddings
-    if emb is None:
-        return None
+def _backfill_container(spec: SearchIndexSpec, name: str, emb: Embeddings, owner: Owner) -> dict:
     args = ["backfill", "--model", emb.model, "--quiet", "--batch", str(emb.backfill.batch_size)]
     if emb.backfill.rate:
         args += ["--rate", f"{emb.backfill.rate:g}"]
-    env = _database_env(spec.database.secret_ref) + _embeddings_env(owner, spec)
-    container = _container(spec, "backfill", args, env, spec.worker.resources)
-    job = _job(backfill_name(owner, emb.model), owner, "backfill", container, emb.backfill.backoff_limit,
-               **{MODEL_ANNOTATION: emb.model})
+    env = _database_env(spec) + _embeddings_env(owner, emb)
+    return _container(spec, name, args, env, spec.worker.resources)
+
+
+def backfill_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
+    """One Job per model, named from the model: a new model is a new Job, the same model the same."""
+    job = _job(backfill_name(owner, emb.model), owner, "backfill", _backfill_container(spec, "backfill", emb, owner),
+               emb.backfill.backoff_limit, **{MODEL_ANNOTATION: emb.model})
     return _finish(job, owner)
 
 
-def desired(owner: Owner, spec: SearchIndexSpec) -> list[tuple[str, str, dict | None]]:
-    """Every long-lived child as (resource, name, manifest); a None manifest marks a child this
-    spec does not want, to be removed if it exists.
+def catchup_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
+    """The same backfill run again once the worker embeds with the model: it embeds what arrived
+    between the first backfill's pass and the worker's switch (it skips what has a vector)."""
+    job = _job(catchup_name(owner, emb.model), owner, "catchup", _backfill_container(spec, "catchup", emb, owner),
+               emb.backfill.backoff_limit, **{MODEL_ANNOTATION: emb.model})
+    return _finish(job, owner)
 
-    The Jobs are not here: the reconciler creates them in order (the backfill only after the
-    migration succeeded).
+
+def prune_job(owner: Owner, spec: SearchIndexSpec, model: str) -> dict:
+    """Deletes a superseded model's vectors, index and registration (rollout.retainPrevious: false)."""
+    container = _container(spec, "prune", ["models", "drop", model, "--yes", "--quiet"], _database_env(spec))
+    return _finish(_job(prune_name(owner, model), owner, "prune", container, backoff_limit=3,
+                        **{MODEL_ANNOTATION: model}), owner)
+
+
+def purge_job(owner: Owner, spec: SearchIndexSpec) -> dict:
+    """Removes everything Backscroll stored (deletionPolicy: delete), before the finalizer goes."""
+    container = _container(spec, "purge", ["purge", "--yes-delete-all-data"], _database_env(spec))
+    return _finish(_job(purge_name(owner), owner, "purge", container, backoff_limit=3), owner)
+
+
+def desired(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: str = "") -> list[tuple[str, str, dict | None]]:
+    """Every named long-lived child as (resource, name, manifest); a None manifest marks a child
+    this plan does not want, to be removed if it exists. Embeddings servers are per model: those
+    of models the plan no longer needs are found by label (reconcile.remove_others).
+
+    The Jobs are not here: the reconciler creates them in order.
     """
-    return [
-        ("deployments", api_name(owner), api_deployment(owner, spec)),
+    children = [
+        ("deployments", api_name(owner), api_deployment(owner, spec, plan, checksum)),
         ("services", api_name(owner), api_service(owner, spec)),
-        ("deployments", worker_name(owner), worker_deployment(owner, spec)),
-        ("deployments", embeddings_name(owner), embeddings_deployment(owner, spec)),
-        ("services", embeddings_name(owner), embeddings_service(owner, spec)),
+        ("deployments", worker_name(owner), worker_deployment(owner, spec, plan, checksum)),
     ]
+    for emb in plan.servers:
+        children += [("deployments", embeddings_name(owner, emb.model), embeddings_deployment(owner, spec, emb)),
+                     ("services", embeddings_name(owner, emb.model), embeddings_service(owner, spec, emb))]
+    return children

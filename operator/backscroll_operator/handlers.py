@@ -1,9 +1,14 @@
-"""The kopf handlers: thin, everything they decide is in spec, builders, reconcile and status.
+"""The kopf handlers: thin, everything they decide is in spec, rollout, builders, reconcile and status.
 
-Create, update and resume (the operator started with the SearchIndex already there) run one
-reconcile pass; a timer runs the same pass every `interval_s`, which is what advances the Jobs
-(the backfill starts once the migration succeeded) and refreshes mode and coverage. Passes for
-one SearchIndex never overlap: the timer and a change handler take the same lock.
+Every trigger runs the same pass for one SearchIndex (`Passes.run`): kopf's create, update and
+resume handlers; an event on any child the operator manages (a Deployment scaled by hand, a
+Service deleted, a Job finished), so drift is reverted within seconds of happening; and a resync
+thread every `interval_s`, which reads the API's status and notices rotated Secrets. Passes for
+one SearchIndex never overlap, and a burst of child events queues at most one more pass.
+
+No kopf timer or daemon: kopf puts a finalizer on every object that has one, and deleting a
+SearchIndex would then hang whenever the operator is down. The only finalizer is the operator's
+own, and only with `deletionPolicy: delete` (docs/operator.md, "Deletion").
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import kopf
 
 from . import status as derive
 from .config import OperatorConfig
-from .kube import Kube, NoCredentials, bearer, configuration
-from .names import GROUP, PLURAL, VERSION, Owner
+from .deletion import finalize, sync_finalizer
+from .kube import Kube, KubeError, NoCredentials, NotFound, bearer, configuration
+from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner
 from .reconcile import Blocked, converge
 from .spec import SpecError, parse
 
 RESOURCE = (GROUP, VERSION, PLURAL)
+CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"))
+
+log = logging.getLogger(__name__)
 
 
 def _now() -> str:
@@ -34,43 +43,141 @@ def _plain(value) -> dict:
     return json.loads(json.dumps(value or {}))
 
 
-def _publish(body, patch, old: dict, new: dict) -> None:
-    # An unchanged status is not written: every write would wake every watcher of SearchIndexes.
-    if any(old.get(key) != value for key, value in new.items()):
-        patch.status.update(new)
-    for type_, reason, message in derive.transitions(old, new):
-        kopf.event(body, type=type_, reason=reason, message=message)
-
-
 def _registered(old: dict) -> dict[str, int]:
     return {m["model"]: m["dimensions"] for m in old.get("models") or [] if "dimensions" in m}
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
-    locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+def post_event(kube: Kube, body: dict, type_: str, reason: str, message: str) -> None:
+    """A core v1 Event about the SearchIndex (what `kubectl describe` lists)."""
+    meta = body["metadata"]
+    now = _now()
+    try:
+        kube.create("events", meta["namespace"], {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta["uid"],
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": MANAGED_BY}, "reportingComponent": MANAGED_BY,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+    except KubeError as exc:  # an Event is news, not state: a lost one must not fail the pass
+        log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
 
-    def reconcile(body, patch, memo, final: bool) -> None:
-        """One pass. `final`: a change handler, whose errors kopf should see (a permanent one
-        stops retries; a temporary one retries after retry_delay_s). The timer's are recorded
-        in the status only: it comes back by itself."""
+
+class Passes:
+    """One reconcile pass per SearchIndex at a time, whoever asks."""
+
+    def __init__(self, config: OperatorConfig):
+        self.config = config
+        self.locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self.queued: set[str] = set()
+        self.guard = threading.Lock()
+        self.kube: Kube | None = None
+
+    def request(self, namespace: str, name: str) -> None:
+        """A pass for namespace/name, from a child's event or the resync: coalesced, because a
+        Deployment's rollout alone sends a dozen events and one pass after them sees them all."""
+        key = f"{namespace}/{name}"
+        with self.guard:
+            if key in self.queued:
+                return
+            self.queued.add(key)
+        try:
+            with self.locks[key]:
+                with self.guard:
+                    self.queued.discard(key)
+                body = self.kube.get("searchindexes", namespace, name)
+                if body is not None:
+                    self._pass(body, final=False)
+        finally:
+            with self.guard:
+                self.queued.discard(key)
+
+    def run(self, body, final: bool) -> None:
+        """A pass for the body kopf handed over (create, update, resume)."""
+        meta = body["metadata"]
+        with self.locks[f"{meta['namespace']}/{meta['name']}"]:
+            fresh = self.kube.get("searchindexes", meta["namespace"], meta["name"])
+            if fresh is not None:
+                self._pass(fresh, final=final)
+
+    def _publish(self, body: dict, old: dict, new: dict) -> None:
+        # An unchanged status is not written: every write would wake every watcher of SearchIndexes.
+        changed = {key: value for key, value in new.items() if old.get(key) != value}
+        if changed:
+            meta = body["metadata"]
+            try:
+                self.kube.patch("searchindexes", meta["namespace"], meta["name"], {"status": changed},
+                                subresource="status")
+            except NotFound:
+                return  # deleted meanwhile: nothing to report on, nobody to tell
+        for type_, reason, message in derive.transitions(old, new):
+            post_event(self.kube, body, type_, reason, message)
+
+    def _pass(self, body: dict, final: bool) -> None:
+        """`final`: kopf's change handlers, whose errors kopf should see (a permanent one stops
+        retries; a temporary one retries after retry_delay_s). Other triggers' are recorded in
+        the status only: the next event or resync comes back by itself."""
         owner = Owner.from_body(body)
         old = _plain(body.get("status"))
         generation = body["metadata"].get("generation")
-        with locks[owner.uid]:
+        ready = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
+        if not final and ready.get("reason") == "InvalidSpec" and old.get("observedGeneration") == generation:
+            return  # refused already, with an Event; a new generation gets a new look
+        try:
+            spec = parse(_plain(body.get("spec")), registered=_registered(old))
+            if body["metadata"].get("deletionTimestamp"):
+                finalize(self.kube, owner, body, spec, lambda *e: post_event(self.kube, body, *e))
+                return
+            sync_finalizer(self.kube, owner, body, spec)
+            outcome = converge(self.kube, owner, spec, self.config,
+                               previous=(old.get("rollout") or {}).get("previousModel"))
+        except SpecError as exc:
+            self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
+            if final:
+                raise kopf.PermanentError(f"invalid spec: {exc}") from None
+            return
+        except Blocked as exc:
+            self._publish(body, old, derive.failed(old, generation, exc.reason, str(exc), _now()))
+            if final:
+                raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
+            return
+        except KubeError as exc:  # the API server refused or failed a write: the next pass retries
+            log.warning("pass for %s/%s: %s", owner.namespace, owner.name, exc)
+            if final:
+                raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
+            return
+        self._publish(body, old, derive.derive(spec, outcome.facts, generation, old, _now(), outcome.plan))
+
+    def resync(self, stop: threading.Event, namespaces: list[str]) -> None:
+        """Every interval_s, a pass for every SearchIndex: the API's status, rotated Secrets."""
+        while not stop.wait(self.config.interval_s):
             try:
-                spec = parse(_plain(body.get("spec")), registered=_registered(old))
-                facts = converge(memo.kube, owner, spec, config)
-            except SpecError as exc:
-                _publish(body, patch, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
-                if final:
-                    raise kopf.PermanentError(f"invalid spec: {exc}") from None
-                return
-            except Blocked as exc:
-                _publish(body, patch, old, derive.failed(old, generation, exc.reason, str(exc), _now()))
-                if final:
-                    raise kopf.TemporaryError(str(exc), delay=config.retry_delay_s) from None
-                return
-            _publish(body, patch, old, derive.derive(spec, facts, generation, old, _now()))
+                bodies = [b for ns in namespaces or [None]
+                          for b in self.kube.list("searchindexes", ns, {})]
+            except Exception as exc:  # noqa: BLE001 (the thread must outlive an API server outage)
+                log.warning("resync could not list SearchIndexes: %s", exc)
+                continue
+            for body in bodies:
+                if stop.is_set():
+                    return
+                try:
+                    self.request(body["metadata"]["namespace"], body["metadata"]["name"])
+                except Exception:  # noqa: BLE001
+                    log.exception("resync pass for %s failed", body["metadata"]["name"])
+
+
+def _owner_name(body) -> str | None:
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == KIND and ref.get("controller") and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
+            return ref.get("name")
+    return None
+
+
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None) -> None:
+    passes = Passes(config)
+    stop = threading.Event()
 
     @kopf.on.login(registry=registry)
     def login(**_):
@@ -86,40 +193,46 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                    certificate_path=cfg.cert_file, private_key_path=cfg.key_file)
 
     @kopf.on.startup(registry=registry)
-    def startup(settings: kopf.OperatorSettings, memo, **_):
+    def startup(settings: kopf.OperatorSettings, **_):
         # kopf's bookkeeping goes in annotations under the operator's own group, so the status
         # holds only what a platform team reads.
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled")
-        settings.persistence.finalizer = f"{GROUP}/finalizer"
+        settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
         # kopf turns its own warnings (retries, failures) into Events too; info-level chatter not.
         settings.posting.level = logging.WARNING
-        settings.posting.reporting_component = "backscroll-operator"
-        # On shutdown, let a pass that is half-way through its writes finish rather than abandon it
-        # (kopf cannot cancel a sync handler); an idle timer exits at once anyway.
-        settings.background.instant_exit_timeout = config.status_timeout_s + 5
-        # httpx logs every request at INFO: the timer alone would drown the operator's own log.
+        settings.posting.reporting_component = MANAGED_BY
+        # httpx logs every request at INFO: the resync alone would drown the operator's own log.
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
-        # Never closed: a timer pass still running in its thread at shutdown may be using it,
-        # and the process exits right after.
+        # Never closed: a pass still running in its thread at shutdown may be using it, and the
+        # process exits right after.
         try:
-            memo.kube = Kube()
+            passes.kube = Kube()
         except NoCredentials as exc:
             raise kopf.PermanentError(str(exc)) from None
+        threading.Thread(target=passes.resync, args=(stop, namespaces or []), name="resync", daemon=True).start()
+
+    @kopf.on.cleanup(registry=registry)
+    def cleanup(**_):
+        stop.set()
 
     # Explicit ids: kopf names handlers in its annotations, logs and Events by them.
     @kopf.on.resume(*RESOURCE, id="reconcile", registry=registry)
     @kopf.on.create(*RESOURCE, id="reconcile", registry=registry)
     @kopf.on.update(*RESOURCE, id="reconcile", field="spec", registry=registry)
-    def changed(body, patch, memo, **_):
-        reconcile(body, patch, memo, final=True)
+    def changed(body, **_):
+        passes.run(body, final=True)
 
-    @kopf.timer(*RESOURCE, id="refresh", interval=config.interval_s, initial_delay=config.interval_s,
-                registry=registry)
-    def tick(body, patch, memo, **_):
-        ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-        if ready.get("reason") == "InvalidSpec" and \
-                (body.get("status") or {}).get("observedGeneration") == body["metadata"].get("generation"):
-            return  # refused already, with an Event; a new generation gets a new look
-        reconcile(body, patch, memo, final=False)
+    @kopf.on.event(*RESOURCE, id="deleting", registry=registry,
+                   when=lambda body, **_: bool(body.get("metadata", {}).get("deletionTimestamp")))
+    def deleting(body, **_):
+        passes.request(body["metadata"]["namespace"], body["metadata"]["name"])
+
+    for group, version, plural in CHILDREN:
+        @kopf.on.event(group, version, plural, id=f"child-{plural}", registry=registry,
+                       labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+        def child(body, **_):
+            owner = _owner_name(body)
+            if owner is not None:
+                passes.request(body["metadata"]["namespace"], owner)

@@ -18,7 +18,10 @@ RESOURCES = {
     "jobs": "/apis/batch/v1",
     "services": "/api/v1",
     "secrets": "/api/v1",
+    "events": "/api/v1",
+    "searchindexes": "/apis/search.backscroll.dev/v1alpha1",
 }
+FIELD_MANAGER = "backscroll-operator"
 
 
 class KubeError(Exception):
@@ -102,9 +105,11 @@ class Kube:
         except NotFound:
             return None
 
-    def list(self, resource: str, namespace: str, labels: dict[str, str]) -> list[dict]:
+    def list(self, resource: str, namespace: str | None, labels: dict[str, str]) -> list[dict]:
+        """Objects with these labels in `namespace` (None: every namespace)."""
         selector = ",".join(f"{k}={v}" for k, v in labels.items())
-        items = self._send("GET", self._path(resource, namespace), params={"labelSelector": selector}).get("items")
+        path = self._path(resource, namespace) if namespace else f"{RESOURCES[resource]}/{resource}"
+        items = self._send("GET", path, params={"labelSelector": selector} if selector else None).get("items")
         # Filtered here too: a selector is a request, and an API server that ignored it (an
         # emulator, a proxy) must not make the operator act on another object's children.
         return [i for i in items or []
@@ -113,11 +118,19 @@ class Kube:
     def create(self, resource: str, namespace: str, body: dict) -> dict:
         return self._send("POST", self._path(resource, namespace), body)
 
-    def patch(self, resource: str, namespace: str, name: str, body: dict) -> dict:
-        # A JSON merge patch of the whole manifest: lists (containers, env, ports) are replaced
-        # whole, so an env var removed from the spec is removed from the pod.
+    def apply(self, resource: str, namespace: str, name: str, body: dict) -> dict:
+        """Server-side apply as the operator's field manager: the API server merges the manifest
+        into the object, takes the fields it names back from whoever changed them (force), and
+        removes fields an earlier apply set and this one no longer does. Fields the manifest
+        does not name (replicas under an HPA) stay with their owners."""
         return self._send("PATCH", self._path(resource, namespace, name), body,
-                          content_type="application/merge-patch+json")
+                          params={"fieldManager": FIELD_MANAGER, "force": "true"},
+                          content_type="application/apply-patch+yaml")
+
+    def patch(self, resource: str, namespace: str, name: str, body, subresource: str = "",
+              content_type: str = "application/merge-patch+json") -> dict:
+        path = self._path(resource, namespace, name) + (f"/{subresource}" if subresource else "")
+        return self._send("PATCH", path, body, content_type=content_type)
 
     def delete(self, resource: str, namespace: str, name: str) -> bool:
         # Background propagation: a Job's pods go with it (the default for Jobs orphans them).

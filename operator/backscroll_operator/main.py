@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     namespaces = args.namespace or config.namespaces
     kopf.configure(verbose=args.verbose)
     registry = kopf.OperatorRegistry()
-    register(registry, config)
+    register(registry, config, namespaces)
     # standalone: one replica, no peering objects to install; the Deployment runs a single pod.
     kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=args.liveness)

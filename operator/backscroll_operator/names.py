@@ -16,6 +16,15 @@ API_VERSION = f"{GROUP}/{VERSION}"
 MANAGED_BY = "backscroll-operator"
 HASH_ANNOTATION = f"{GROUP}/applied-hash"
 MODEL_ANNOTATION = f"{GROUP}/model"
+# On the API and worker Deployments: the embeddings configuration (JSON) and the image their pods
+# were given. The rollout reads them back to know what serves now (rollout.py).
+EMBEDDINGS_ANNOTATION = f"{GROUP}/embeddings"
+IMAGE_ANNOTATION = f"{GROUP}/image"
+# On pod templates: a digest of the Secrets the pods read, so a rotated Secret rolls them.
+SECRETS_ANNOTATION = f"{GROUP}/secrets-checksum"
+# The operator's finalizer, present only with spec.deletionPolicy: delete.
+PURGE_FINALIZER = f"{GROUP}/purge-database"
+FIELD_MANAGER = "backscroll-operator"
 
 # Job names end up in the `job-name` label of their pods, and labels stop at 63 characters.
 MAX_NAME = 63

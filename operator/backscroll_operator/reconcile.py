@@ -1,20 +1,24 @@
-"""One reconcile pass: make the children match the spec, advance the Jobs, read the API's status.
+"""One reconcile pass: make the children match the plan, advance the Jobs, read the API's status.
 
-Idempotent by construction: a child is created when absent, patched only when its applied-hash
-differs from the manifest's, and left alone otherwise, so a second pass (or a restarted
-operator) writes nothing. A child is only ever changed or removed when its controller owner
-reference names this SearchIndex's uid.
+Idempotent by construction: a child is applied (server-side apply, the operator as its field
+manager) only when it is absent, its applied-hash differs from the manifest's, or the live object
+no longer holds what the manifest says (someone scaled it, changed its image, removed a field);
+otherwise it is left alone, so a second pass, or a restarted operator, writes nothing. A child
+is only ever changed or removed when its controller owner reference names this SearchIndex's uid.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
+import secrets
+from dataclasses import dataclass
 
-from . import apistatus, builders
+from . import apistatus, builders, rollout
 from .config import OperatorConfig
 from .kube import Conflict, Kube
-from .names import HASH_ANNOTATION, Owner
+from .names import HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, Owner
 from .spec import SearchIndexSpec
 from .status import DeploymentState, Facts, JobState
 
@@ -40,9 +44,36 @@ def _hash(obj: dict | None) -> str | None:
     return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
 
 
-def ensure(kube: Kube, owner: Owner, resource: str, manifest: dict, mutable: bool = True) -> dict:
-    """The child as it now stands: created if absent, patched if its hash differs (unless
-    immutable, a Job), untouched if it already matches."""
+def holds(live, wanted) -> bool:
+    """Whether the live object still says everything the manifest says. Extra fields (defaults
+    the API server filled in, status, fields other managers own) do not count; a changed or
+    missing one does."""
+    if isinstance(wanted, dict):
+        return isinstance(live, dict) and all(k in live and holds(live[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(live, list) and len(live) == len(wanted) and all(map(holds, live, wanted))
+    return live == wanted
+
+
+def _not_owned(resource: str, name: str) -> Blocked:
+    return Blocked("NameConflict", "metadata.name",
+                   f"{resource}/{name} exists and is not owned by this SearchIndex: rename one of them")
+
+
+def ensure(kube: Kube, owner: Owner, resource: str, manifest: dict) -> dict:
+    """The child as it now stands: applied if absent, changed or drifted; untouched otherwise."""
+    name = manifest["metadata"]["name"]
+    live = kube.get(resource, owner.namespace, name)
+    if live is not None and not _owned(live, owner):
+        raise _not_owned(resource, name)
+    if live is not None and _hash(live) == _hash(manifest) and holds(live, manifest):
+        return live
+    log.info("%s %s/%s", "creating" if live is None else "applying", resource, name)
+    return kube.apply(resource, owner.namespace, name, manifest)
+
+
+def create_once(kube: Kube, owner: Owner, resource: str, manifest: dict) -> dict:
+    """A child that is never changed once created (a Job, the token Secret)."""
     name = manifest["metadata"]["name"]
     live = kube.get(resource, owner.namespace, name)
     if live is None:
@@ -54,11 +85,7 @@ def ensure(kube: Kube, owner: Owner, resource: str, manifest: dict, mutable: boo
     if live is None:
         raise Blocked("NameConflict", "metadata.name", f"{resource}/{name} could not be created or read")
     if not _owned(live, owner):
-        raise Blocked("NameConflict", "metadata.name",
-                      f"{resource}/{name} exists and is not owned by this SearchIndex: rename one of them")
-    if mutable and _hash(live) != _hash(manifest):
-        log.info("updating %s/%s", resource, name)
-        return kube.patch(resource, owner.namespace, name, manifest)
+        raise _not_owned(resource, name)
     return live
 
 
@@ -69,88 +96,190 @@ def remove(kube: Kube, owner: Owner, resource: str, name: str) -> None:
         kube.delete(resource, owner.namespace, name)
 
 
-def remove_other_jobs(kube: Kube, owner: Owner, component: str, keep: str | None) -> None:
-    """Jobs of `component` from an earlier spec (another image, another model)."""
+def remove_others(kube: Kube, owner: Owner, resource: str, component: str, keep) -> None:
+    """Children of `component` from an earlier plan (another image, another model)."""
     labels = {"app.kubernetes.io/instance": owner.name, "app.kubernetes.io/component": component}
-    for job in kube.list("jobs", owner.namespace, labels):
-        name = job["metadata"]["name"]
-        if name != keep and _owned(job, owner):
-            log.info("removing jobs/%s (superseded)", name)
-            kube.delete("jobs", owner.namespace, name)
+    for child in kube.list(resource, owner.namespace, labels):
+        name = child["metadata"]["name"]
+        if name not in keep and _owned(child, owner):
+            log.info("removing %s/%s (superseded)", resource, name)
+            kube.delete(resource, owner.namespace, name)
 
 
-def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> None:
-    """Every Secret the pods need exists and has its key; otherwise Blocked naming the field.
+def _data(secret: dict) -> dict:
+    return {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
+
+
+def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
+    """Every Secret the pods need exists and has its keys; otherwise Blocked naming the field.
+    Returns a digest of their contents: in the pod templates, it rolls the pods when one rotates.
 
     Checked here so a platform team reads "secret X not found" on the SearchIndex instead of
     finding pods stuck in CreateContainerConfigError.
     """
-    refs = [("spec.database.secretRef", spec.database.secret_ref),
-            ("spec.database.readReplicaSecretRef", spec.database.read_replica_secret_ref)]
-    if spec.embeddings is not None and spec.embeddings.external is not None:
-        refs.append(("spec.embeddings.external.apiKeySecretRef", spec.embeddings.external.api_key_secret_ref))
-    for field, ref in refs:
-        if ref is None:
-            continue
-        secret = kube.get("secrets", owner.namespace, ref.name)
+    db = spec.database
+    refs = []
+    if db.cnpg_cluster_ref is not None:
+        keys = ["uri"] if db.cnpg_cluster_ref.read_service == "rw" else ["uri", "username", "password", "dbname"]
+        refs.append(("spec.database.cnpgClusterRef", db.cnpg_cluster_ref.app_secret.name, keys))
+    else:
+        refs.append(("spec.database.secretRef", db.secret_ref.name, [db.secret_ref.key]))
+    if db.read_replica_secret_ref is not None:
+        refs.append(("spec.database.readReplicaSecretRef", db.read_replica_secret_ref.name,
+                     [db.read_replica_secret_ref.key]))
+    emb = spec.embeddings
+    if emb is not None and emb.external is not None and emb.external.api_key_secret_ref is not None:
+        ref = emb.external.api_key_secret_ref
+        refs.append(("spec.embeddings.external.apiKeySecretRef", ref.name, [ref.key]))
+    digest = hashlib.sha256()
+    for field, name, keys in refs:
+        secret = kube.get("secrets", owner.namespace, name)
         if secret is None:
-            raise Blocked("SecretMissing", field, f"secret {ref.name} not found in namespace {owner.namespace}")
-        if ref.key not in (secret.get("data") or {}) and ref.key not in (secret.get("stringData") or {}):
-            raise Blocked("SecretMissing", field, f"secret {ref.name} has no key {ref.key!r}")
+            raise Blocked("SecretMissing", field, f"secret {name} not found in namespace {owner.namespace}")
+        data = _data(secret)
+        for key in keys:
+            if key not in data:
+                raise Blocked("SecretMissing", field, f"secret {name} has no key {key!r}")
+            digest.update(f"{name}/{key}={data[key]}\n".encode())
+    return digest.hexdigest()[:16]
 
 
-def _status_token(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
+def status_token(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> tuple[dict | None, str | None]:
+    """(the operator's own token Secret, None) or (None, a given Secret's token).
+
+    By default the operator generates a `status` token into a Secret it owns and a Job registers
+    its digest; `spec.api.statusTokenSecretRef` names a token made some other way instead.
+    """
     ref = spec.api.status_token_secret_ref
     if ref is None:
-        raise apistatus.Unreadable(
-            "spec.api.statusTokenSecretRef is not set: create an admin token (`backscroll tokens create "
-            "--kind admin`), store it in a Secret and name that Secret there")
+        token = f"bks_status_{secrets.token_urlsafe(32)}"
+        return create_once(kube, owner, "secrets", builders.status_token_secret(owner, token)), None
     secret = kube.get("secrets", owner.namespace, ref.name)
     data = (secret or {}).get("data") or {}
     if secret is None or ref.key not in data:
-        raise apistatus.Unreadable(f"spec.api.statusTokenSecretRef: secret {ref.name} with key {ref.key!r} "
-                                   f"not found in namespace {owner.namespace}")
-    return base64.b64decode(data[ref.key]).decode().strip()
+        return None, None
+    return None, base64.b64decode(data[ref.key]).decode().strip()
 
 
-def read_report(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig) -> tuple[dict | None, str | None]:
+def _token_of(secret: dict) -> str | None:
+    if "token" in (secret.get("data") or {}):
+        return base64.b64decode(secret["data"]["token"]).decode().strip()
+    return (secret.get("stringData") or {}).get("token")
+
+
+def read_report(owner: Owner, spec: SearchIndexSpec, config: OperatorConfig, token: str | None,
+                why_not: str) -> tuple[dict | None, str | None]:
+    if token is None:
+        return None, why_not
     try:
-        token = _status_token(kube, owner, spec)
         url = builders.status_url(owner, spec, config.status_url)
         return apistatus.read(url, token, config.status_timeout_s), None
     except apistatus.Unreadable as exc:
         return None, str(exc)
 
 
-def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig) -> Facts:
-    check_secrets(kube, owner, spec)
+@dataclass(frozen=True)
+class Outcome:
+    facts: Facts
+    plan: rollout.Plan
+
+
+def _annotation(obj: dict | None, key: str) -> str | None:
+    return (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(key)
+
+
+def _image(deployment: dict | None) -> str | None:
+    if deployment is None:
+        return None
+    containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
+    return _annotation(deployment, IMAGE_ANNOTATION) or containers[0].get("image")
+
+
+def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig,
+             previous: str | None = None) -> Outcome:
+    checksum = check_secrets(kube, owner, spec)
+    token_secret, given_token = status_token(kube, owner, spec)
+
+    migration = builders.migration_job(owner, spec)
+    migration_state = JobState.of(migration["metadata"]["name"], create_once(kube, owner, "jobs", migration))
+    remove_others(kube, owner, "jobs", "migrate", keep={migration_state.name})
+    migrated = migration_state.phase == "succeeded"
+
+    token, why_not = given_token, (f"spec.api.statusTokenSecretRef: secret {spec.api.status_token_secret_ref.name} "
+                                   f"has no token" if spec.api.status_token_secret_ref else "")
+    if token_secret is not None:
+        # Registered once the schema (and its `status` token kind) exists; read only after that.
+        register = builders.register_job(owner, spec, token_secret["metadata"]["uid"])
+        register_state = JobState.of(register["metadata"]["name"],
+                                     create_once(kube, owner, "jobs", register) if migrated else None)
+        remove_others(kube, owner, "jobs", "register", keep={register_state.name})
+        if register_state.phase == "succeeded":
+            token = _token_of(token_secret)
+        else:
+            why_not = f"the status token is registered by job {register_state.name} after the migration"
+
+    live_api = kube.get("deployments", owner.namespace, builders.api_name(owner))
+    live_worker = kube.get("deployments", owner.namespace, builders.worker_name(owner))
+    report, error = read_report(owner, spec, config, token, why_not)
+    jobs = {j["metadata"]["name"]: j for j in kube.list("jobs", owner.namespace, {"app.kubernetes.io/instance": owner.name})
+            if _owned(j, owner)}
+    target = spec.embeddings
+
+    def state(name: str) -> JobState:
+        return JobState.of(name, jobs.get(name))
+
+    backfilled = frozenset(_annotation(j, MODEL_ANNOTATION) for n, j in jobs.items()
+                           if n.startswith(f"{owner.name}-backfill") and JobState.of(n, j).phase == "succeeded")
+    catchup = state(builders.catchup_name(owner, target.model)) if target else None
+    prune = state(builders.prune_name(owner, previous)) if previous else None
+    if prune is not None and prune.phase == "succeeded":
+        previous = None  # its vectors are gone: nothing left to prune or to roll back to quickly
+    coverage = {m["model"]: m.get("coverage") or 0.0 for m in (report or {}).get("models") or []}
+    worker_state = DeploymentState.of(builders.worker_name(owner), live_worker)
+    seen = rollout.Observed(
+        migrated=migrated, api_exists=live_api is not None, api_image=_image(live_api),
+        api_embeddings=builders.read_embeddings(live_api), worker_exists=live_worker is not None,
+        worker_embeddings=builders.read_embeddings(live_worker),
+        worker_rolled_out=worker_state.rolled_out and (worker_state.desired == 0 or worker_state.ready),
+        backfilled=backfilled, caught_up=catchup is not None and catchup.phase == "succeeded",
+        catchup_pending=catchup is not None and catchup.phase in ("running", "failed"),
+        coverage=coverage, previous=previous)
+    plan = rollout.plan(spec, seen)
+
     live: dict[str, dict] = {}
-    for resource, name, manifest in builders.desired(owner, spec):
+    for resource, name, manifest in builders.desired(owner, spec, plan, checksum):
         if manifest is None:
             remove(kube, owner, resource, name)
         else:
             live[f"{resource}/{name}"] = ensure(kube, owner, resource, manifest)
+    servers = {builders.embeddings_name(owner, emb.model) for emb in plan.servers}
+    remove_others(kube, owner, "deployments", "embeddings", keep=servers)
+    remove_others(kube, owner, "services", "embeddings", keep=servers)
 
-    migration = builders.migration_job(owner, spec)
-    migration_state = JobState.of(migration["metadata"]["name"], ensure(kube, owner, "jobs", migration, mutable=False))
-    remove_other_jobs(kube, owner, "migrate", keep=migration["metadata"]["name"])
-
+    # The backfill embeds rows the migration's vector index must already cover: it waits.
     backfill_state = None
-    backfill = builders.backfill_job(owner, spec)
-    if backfill is not None:
-        name = backfill["metadata"]["name"]
-        # The backfill embeds rows the migration's vector index must already cover: it waits.
-        job = (ensure(kube, owner, "jobs", backfill, mutable=False) if migration_state.phase == "succeeded"
-               else kube.get("jobs", owner.namespace, name))
+    if target is not None:
+        name = builders.backfill_name(owner, target.model)
+        job = create_once(kube, owner, "jobs", builders.backfill_job(owner, spec, target)) if migrated else jobs.get(name)
         backfill_state = JobState.of(name, job)
-    remove_other_jobs(kube, owner, "backfill", keep=backfill["metadata"]["name"] if backfill else None)
+    remove_others(kube, owner, "jobs", "backfill", keep={builders.backfill_name(owner, m) for m in plan.backfills})
+    keep = set()
+    if plan.catchup is not None:
+        keep.add(create_once(kube, owner, "jobs", builders.catchup_job(owner, spec, plan.catchup))["metadata"]["name"])
+    remove_others(kube, owner, "jobs", "catchup", keep=keep)
+    keep = set()
+    if plan.prune is not None:
+        keep.add(create_once(kube, owner, "jobs", builders.prune_job(owner, spec, plan.prune))["metadata"]["name"])
+    remove_others(kube, owner, "jobs", "prune", keep=keep)
 
     def deployment(name: str) -> DeploymentState | None:
         key = f"deployments/{name}"
         return DeploymentState.of(name, live[key]) if key in live else None
 
-    report, error = read_report(kube, owner, spec, config)
-    return Facts(migration=migration_state, api=deployment(builders.api_name(owner)),
-                 worker=deployment(builders.worker_name(owner)),
-                 server=deployment(builders.embeddings_name(owner)),
-                 backfill=backfill_state, report=report, report_error=error)
+    serving = plan.api if plan.api is not None and plan.api.in_cluster else None
+    facts = Facts(migration=migration_state, api=deployment(builders.api_name(owner)) or
+                  DeploymentState(builders.api_name(owner), 0, 0, False),
+                  worker=deployment(builders.worker_name(owner)) if plan.worker is not None else None,
+                  server=deployment(builders.embeddings_name(owner, serving.model)) if serving else None,
+                  backfill=backfill_state, report=report, report_error=error)
+    return Outcome(facts=facts, plan=plan)

@@ -49,9 +49,38 @@ class TokenRef(_Model):
     key: str = "token"
 
 
+class CnpgClusterRef(_Model):
+    """A CloudNativePG Cluster in the same namespace: its `<name>-app` Secret (key `uri`) is the
+    database URL, and reads go to the Service `readService` names (`<name>-ro` by default)."""
+
+    name: str = Field(min_length=1, max_length=50)
+    # ro: replicas only (needs instances >= 2); r: any instance; rw: the primary (no replica reads).
+    read_service: Literal["ro", "r", "rw"] = "ro"
+    port: int = Field(default=5432, ge=1, le=65535)
+
+    @property
+    def app_secret(self) -> DatabaseRef:
+        return DatabaseRef(name=f"{self.name}-app", key="uri")
+
+
 class Database(_Model):
-    secret_ref: DatabaseRef
+    secret_ref: DatabaseRef | None = None
     read_replica_secret_ref: DatabaseRef | None = None
+    cnpg_cluster_ref: CnpgClusterRef | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Database:
+        if (self.secret_ref is None) == (self.cnpg_cluster_ref is None):
+            raise ValueError("give either secretRef or cnpgClusterRef")
+        if self.cnpg_cluster_ref is not None and self.read_replica_secret_ref is not None:
+            raise ValueError("cnpgClusterRef chooses the read service itself (readService): "
+                             "drop readReplicaSecretRef")
+        return self
+
+    @property
+    def primary(self) -> DatabaseRef:
+        """The Secret key holding the primary's URL, wherever it comes from."""
+        return self.secret_ref or self.cnpg_cluster_ref.app_secret
 
 
 class Service(_Model):
@@ -61,6 +90,9 @@ class Service(_Model):
 
 class Api(_Model):
     replicas: int = Field(default=2, ge=0)
+    # False leaves spec.replicas of the Deployment to whoever else manages it (an HPA, KEDA):
+    # the operator's applied configuration then omits the field, so it never reverts their scale.
+    manage_replicas: bool = True
     image: str | None = None
     resources: dict[str, Any] = Field(default_factory=dict)
     service: Service = Field(default_factory=Service)
@@ -69,6 +101,7 @@ class Api(_Model):
 
 class Worker(_Model):
     replicas: int = Field(default=1, ge=0)
+    manage_replicas: bool = True
     resources: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -99,6 +132,14 @@ class Backfill(_Model):
     backoff_limit: int = Field(default=6, ge=0)
 
 
+class Rollout(_Model):
+    # The share of indexable messages the new model must cover before search switches to it.
+    min_coverage: float = Field(default=1.0, ge=0, le=1)
+    # Keep the superseded model's vectors (a rollback is then a catch-up, not a re-embedding);
+    # false deletes them once the new model serves.
+    retain_previous: bool = True
+
+
 class Embeddings(_Model):
     model: str = Field(min_length=1, max_length=200)
     dimensions: int = Field(ge=1, le=MAX_DIMENSIONS)
@@ -112,6 +153,7 @@ class Embeddings(_Model):
     server: Server | None = None
     external: External | None = None
     backfill: Backfill = Field(default_factory=Backfill)
+    rollout: Rollout = Field(default_factory=Rollout)
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> Embeddings:
@@ -147,6 +189,9 @@ class SearchIndexSpec(_Model):
     api: Api = Field(default_factory=Api)
     worker: Worker = Field(default_factory=Worker)
     embeddings: Embeddings | None = None
+    # What deleting the SearchIndex does to the database: retain (default) leaves every row;
+    # delete runs `backscroll purge` first, behind a finalizer (docs/operator.md, "Deletion").
+    deletion_policy: Literal["retain", "delete"] = "retain"
 
 
 def _field_path(loc: tuple) -> str:

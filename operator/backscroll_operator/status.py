@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import rollout
+from .rollout import Plan
 from .spec import SearchIndexSpec
 
 CONDITIONS = ("MigrationsApplied", "EmbeddingsAvailable", "BackfillComplete", "Ready")
@@ -19,7 +21,7 @@ CONDITIONS = ("MigrationsApplied", "EmbeddingsAvailable", "BackfillComplete", "R
 # Reasons that mean something is wrong rather than still under way: their Events are Warnings.
 WARNING_REASONS = frozenset({
     "InvalidSpec", "SecretMissing", "MigrationFailed", "BackfillFailed", "EndpointUnavailable",
-    "EndpointTimeout", "StatusUnreadable", "Degraded",
+    "EndpointTimeout", "StatusUnreadable", "Degraded", "NameConflict", "PurgeFailed",
 })
 
 
@@ -123,7 +125,7 @@ def _migrations(facts: Facts) -> dict:
     return _condition("MigrationsApplied", False, "Running", f"job {job.name} is running")
 
 
-def _embeddings(spec: SearchIndexSpec, facts: Facts) -> dict:
+def _embeddings(spec: SearchIndexSpec, facts: Facts, plan: Plan) -> dict:
     if spec.embeddings is None:
         return _condition("EmbeddingsAvailable", False, "NotConfigured", "spec.embeddings is not set: search is lexical")
     if facts.server is not None and not facts.server.ready:
@@ -136,8 +138,8 @@ def _embeddings(spec: SearchIndexSpec, facts: Facts) -> dict:
     if endpoint != "ok":
         reason = "EndpointTimeout" if endpoint == "timeout" else "EndpointUnavailable"
         return _condition("EmbeddingsAvailable", False, reason, f"the embeddings endpoint answers: {endpoint}")
-    return _condition("EmbeddingsAvailable", True, "Available",
-                      f"the embeddings endpoint answers for {spec.embeddings.model}")
+    serving = plan.api.model if plan.api is not None else spec.embeddings.model
+    return _condition("EmbeddingsAvailable", True, "Available", f"the embeddings endpoint answers for {serving}")
 
 
 def _backfill(spec: SearchIndexSpec, facts: Facts) -> dict:
@@ -158,7 +160,19 @@ def _backfill(spec: SearchIndexSpec, facts: Facts) -> dict:
     return _condition("BackfillComplete", True, "Complete", f"job {job.name} succeeded{counts}")
 
 
-def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str, dict]) -> dict:
+def _rolling_out(spec: SearchIndexSpec, plan: Plan) -> str | None:
+    """Why a model rollout keeps the index from Ready, or None."""
+    if spec.embeddings is None or plan.phase not in (rollout.BACKFILLING, rollout.CATCHING_UP, rollout.SWITCHING,
+                                                     rollout.MIGRATING):
+        return None
+    serving = plan.api.model if plan.api is not None else None
+    if serving == spec.embeddings.model and plan.phase != rollout.CATCHING_UP:
+        return None  # a first model: the conditions below say how far it is
+    return (f"{plan.phase}: search serves {serving}, rolling out {spec.embeddings.model}; "
+            f"waiting for {plan.waiting}")
+
+
+def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str, dict], plan: Plan) -> dict:
     migrations = conditions["MigrationsApplied"]
     if migrations["status"] != "True":
         reason = "MigrationFailed" if migrations["reason"] == "MigrationFailed" else "WaitingForMigrations"
@@ -172,6 +186,9 @@ def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str,
         if mode != "lexical":
             return _condition("Ready", False, "RollingOut", "the API still answers with the previous model")
         return _condition("Ready", True, "Ready", "search answers lexically")
+    rolling = _rolling_out(spec, plan)
+    if rolling is not None:
+        return _condition("Ready", False, "ModelRollingOut", rolling)
     if mode != "hybrid":
         cause = conditions["EmbeddingsAvailable"]
         if cause["status"] == "True":
@@ -184,12 +201,29 @@ def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str,
     return _condition("Ready", True, "Ready", f"search answers hybrid with {spec.embeddings.model}")
 
 
-def _models(report: dict | None, previous: list | None) -> list[dict] | None:
+def _role(model: str, spec: SearchIndexSpec, plan: Plan) -> str:
+    if plan.api is not None and model == plan.api.model:
+        return "serving"
+    if spec.embeddings is not None and model == spec.embeddings.model:
+        return "target"
+    return "previous" if model == plan.previous else "retained"
+
+
+def _models(report: dict | None, previous: list | None, spec: SearchIndexSpec, plan: Plan) -> list[dict] | None:
     if report is None:
         return previous  # last known coverage beats none while the API does not answer
     return [{"model": m["model"], "dimensions": m["dimensions"], "embedded": m["embedded"], "total": m["total"],
-             "coverage": m["coverage"], "current": bool(m.get("current"))}
+             "coverage": m["coverage"], "current": bool(m.get("current")), "role": _role(m["model"], spec, plan)}
             for m in report.get("models") or []]
+
+
+def _rollout(spec: SearchIndexSpec, plan: Plan) -> dict | None:
+    if spec.embeddings is None and plan.previous is None:
+        return None
+    return {"phase": plan.phase, "servingModel": plan.api.model if plan.api else None,
+            "targetModel": spec.embeddings.model if spec.embeddings else None,
+            "workerModel": plan.worker.model if plan.worker else None,
+            "previousModel": plan.previous, "waitingFor": plan.waiting or None}
 
 
 def merge_conditions(old: list | None, new: list[dict], now: str) -> list[dict]:
@@ -206,15 +240,16 @@ def merge_conditions(old: list | None, new: list[dict], now: str) -> list[dict]:
     return sorted(merged, key=lambda c: CONDITIONS.index(c["type"]) if c["type"] in CONDITIONS else 99)
 
 
-def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dict | None, now: str) -> dict:
+def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dict | None, now: str,
+           plan: Plan) -> dict:
     """The whole status for a spec the operator could act on."""
     old = old or {}
     mode = _mode(spec, facts)
-    conditions = {"MigrationsApplied": _migrations(facts), "EmbeddingsAvailable": _embeddings(spec, facts),
+    conditions = {"MigrationsApplied": _migrations(facts), "EmbeddingsAvailable": _embeddings(spec, facts, plan),
                   "BackfillComplete": _backfill(spec, facts)}
-    conditions["Ready"] = _ready(spec, facts, mode, conditions)
-    models = _models(facts.report, old.get("models"))
-    model = spec.embeddings.model if spec.embeddings else None
+    conditions["Ready"] = _ready(spec, facts, mode, conditions, plan)
+    models = _models(facts.report, old.get("models"), spec, plan)
+    model = plan.api.model if plan.api is not None else (spec.embeddings.model if spec.embeddings else None)
     current = next((m for m in models or [] if m["model"] == model), None)
     return {
         "observedGeneration": generation,
@@ -223,6 +258,7 @@ def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dic
         "model": model,
         "coverage": _percent(current["coverage"]) if current else None,
         "models": models,
+        "rollout": _rollout(spec, plan),
         "conditions": merge_conditions(old.get("conditions"), list(conditions.values()), now),
     }
 

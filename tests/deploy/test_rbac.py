@@ -24,9 +24,19 @@ from tests.deploy.conftest import CHART, ROOT, of_kind
 
 # (apiGroup, resource) -> verbs kopf itself uses in the watched namespaces
 KOPF = {
-    ("search.backscroll.dev", "searchindexes"): {"list", "watch", "patch"},  # watch-stream; annotations, finalizer
-    ("search.backscroll.dev", "searchindexes/status"): {"patch"},  # status, with the status subresource on
-    ("", "events"): {"create"},  # kopf._cogs.clients.events.post_event
+    ("search.backscroll.dev", "searchindexes"): {"list", "watch", "patch"},  # watch-stream; annotations
+    ("", "events"): {"create"},  # kopf._cogs.clients.events.post_event (its own warnings)
+    # handlers.py's child watches (kopf.on.event on each child kind)
+    ("apps", "deployments"): {"list", "watch"},
+    ("", "services"): {"list", "watch"},
+    ("batch", "jobs"): {"list", "watch"},
+}
+# handlers.Passes, around each converge: the fresh SearchIndex, the resync's list, the status,
+# the operator's finalizer, its Events.
+PASSES = {
+    ("search.backscroll.dev", "searchindexes"): {"get", "list", "patch"},
+    ("search.backscroll.dev", "searchindexes/status"): {"patch"},
+    ("", "events"): {"create"},
 }
 # cluster-wide: kopf's resource observer lists and watches CRDs; with named namespaces its
 # namespace observer lists and watches namespaces.
@@ -52,12 +62,21 @@ class Recording:
 
     def create(self, resource, namespace, body):
         self.calls.add(("create", resource))
-        self.objects[(resource, body["metadata"]["name"])] = copy.deepcopy(body)
-        return body
+        body = copy.deepcopy(body)
+        body["metadata"].setdefault("uid", f"uid-{body['metadata']['name']}")
+        self.objects[(resource, body["metadata"]["name"])] = body
+        return copy.deepcopy(body)
 
-    def patch(self, resource, namespace, name, body):
+    def apply(self, resource, namespace, name, body):
+        # An apply that creates is authorized as a create (the API server checks both).
+        if (resource, name) not in self.objects:
+            self.calls.add(("create", resource))
         self.calls.add(("patch", resource))
         self.objects[(resource, name)] = copy.deepcopy(body)
+        return body
+
+    def patch(self, resource, namespace, name, body, subresource="", content_type=None):
+        self.calls.add(("patch", f"{resource}/{subresource}" if subresource else resource))
         return body
 
     def delete(self, resource, namespace, name):
@@ -65,24 +84,26 @@ class Recording:
         return self.objects.pop((resource, name), None) is not None
 
 
-BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}},
-        "api": {"statusTokenSecretRef": {"name": "status"}}}
+BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
 IN_CLUSTER = {**BASE, "embeddings": {"model": "e5", "dimensions": 384}}
 EXTERNAL = {**BASE, "embeddings": {"model": "m2", "dimensions": 256, "external": {
     "url": "https://emb.example/v1", "apiKeySecretRef": {"name": "key", "key": "k"}}}}
 
-NEW_PORT = {**BASE, "api": {**BASE["api"], "service": {"port": 9090}}}
+NEW_PORT = {**BASE, "api": {"service": {"port": 9090}}}
+GIVEN_TOKEN = {**BASE, "api": {"statusTokenSecretRef": {"name": "status"}}}
+CNPG = {"image": "backscroll:1", "database": {"cnpgClusterRef": {"name": "pg"}}}
 
 
 def operator_client_needs() -> dict[tuple[str, str], set[str]]:
     client = Recording()
-    for name in ("db", "status", "key"):
-        data = {"uri": "x", "token": base64.b64encode(b"t").decode(), "k": "x"}
+    for name in ("db", "status", "key", "pg-app"):
+        data = {"uri": "x", "token": base64.b64encode(b"t").decode(), "k": "x", "username": "u", "password": "p",
+                "dbname": "app"}
         client.objects[("secrets", name)] = {"metadata": {"name": name}, "data": data}
     owner = Owner(name="search", namespace="team", uid="uid-1")
     # Nothing listens there: the status read fails at once, as the operator tolerates.
     config = OperatorConfig(status_url="http://127.0.0.1:9/v1/status", status_timeout_s=0.2)
-    for spec in (BASE, IN_CLUSTER, IN_CLUSTER, EXTERNAL, NEW_PORT, BASE):
+    for spec in (BASE, IN_CLUSTER, IN_CLUSTER, EXTERNAL, NEW_PORT, BASE, GIVEN_TOKEN, CNPG):
         converge(client, owner, parse(spec), config)
         for (resource, _), obj in client.objects.items():  # the Jobs finish between passes
             if resource == "jobs":
@@ -102,7 +123,7 @@ def needs() -> dict[tuple[str, str], set[str]]:
     assert recorded[("batch", "jobs")] >= {"list", "delete"}
     assert recorded[("", "services")] >= {"get", "create", "patch", "delete"}
     merged = defaultdict(set, {k: set(v) for k, v in recorded.items()})
-    for key, verbs in KOPF.items():
+    for key, verbs in [*KOPF.items(), *PASSES.items()]:
         merged[key] |= verbs
     return dict(merged)
 
@@ -119,7 +140,7 @@ def granted(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
 
 def test_recording_sees_what_the_operator_client_does():
     recorded = operator_client_needs()
-    assert recorded[("", "secrets")] == {"get"}, "the operator only ever reads Secrets"
+    assert recorded[("", "secrets")] == {"get", "create"}, "Secrets are read, and only its own token created"
     assert "patch" not in recorded[("batch", "jobs")], "Jobs are immutable: never patched"
 
 

@@ -43,8 +43,10 @@ def test_names_scope_and_status(crd):
     assert crd["spec"]["names"]["shortNames"] == ["sidx"]
     (version,) = crd["spec"]["versions"]
     assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
-    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Mode", "Model", "Coverage", "Ready", "Age"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
+    assert wide == ["Rollout", "Target"]
 
 
 def test_every_field_says_what_it_is(schema):

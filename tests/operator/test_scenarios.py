@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import copy
+
+from backscroll_operator.builders import embeddings_name
+from backscroll_operator.names import Owner
 
 from .conftest import NS, eventually, report
 
 MODEL = "multilingual-e5-small"
+SERVER = embeddings_name(Owner("search", NS, ""), MODEL)  # search-embeddings-multilingual-e5-small-<hash>
 
 
 def searchindex(name: str = "search", embeddings: bool = True, **spec) -> dict:
@@ -32,16 +35,21 @@ def test_create_makes_children_with_owner_references(api, operator):
     with operator():
         created = api.create("searchindexes", searchindex())
         uid = created["metadata"]["uid"]
-        eventually(lambda: {"search-api", "search-worker", "search-embeddings"} <= api.names("deployments"))
-        eventually(lambda: {"search-api", "search-embeddings"} <= api.names("services"))
+        # Before the migration: the embeddings server (it loads its weights meanwhile) and the
+        # Services, but no Deployment of the Backscroll image.
+        eventually(lambda: {SERVER} <= api.names("deployments"))
+        eventually(lambda: {"search-api", SERVER} <= api.names("services"))
         jobs = eventually(lambda: [j for j in api.list("jobs") if j["metadata"]["name"].startswith("search-migrate-")])
+        time_for_two_passes()
+        assert not {"search-api", "search-worker"} & api.names("deployments"), "a Deployment before its migration"
+        api.complete_job(jobs[0]["metadata"]["name"])
+        eventually(lambda: {"search-api", "search-worker"} <= api.names("deployments"))
         children = [*api.list("deployments"), *api.list("services"), *jobs]
         for child in children:
             refs = child["metadata"]["ownerReferences"]
             assert refs == [{"apiVersion": "search.backscroll.dev/v1alpha1", "kind": "SearchIndex",
                              "name": "search", "uid": uid, "controller": True, "blockOwnerDeletion": True}]
-        assert not any(n.startswith("search-backfill") for n in api.names("jobs")), "backfill before migration"
-        eventually(lambda: condition(api, "search", "MigrationsApplied")["reason"] == "Running")
+        eventually(lambda: condition(api, "search", "MigrationsApplied")["reason"] == "Succeeded")
 
 
 def migration_job(api, name: str = "search") -> str:
@@ -59,10 +67,11 @@ def bring_up(api, status_server, name: str = "search", embeddings: bool = True) 
     if embeddings:
         backfill = eventually(lambda: next(iter(backfill_jobs(api, name))))
         api.complete_job(backfill)
-    roles = ["api", "worker", "embeddings"] if embeddings else ["api"]
-    for role in roles:
-        eventually(lambda: api.get("deployments", f"{name}-{role}"))
-        api.roll_out(f"{name}-{role}")
+    names = [f"{name}-api", f"{name}-worker", embeddings_name(Owner(name, NS, ""), MODEL)] if embeddings \
+        else [f"{name}-api"]
+    for child in names:
+        eventually(lambda: api.get("deployments", child))
+        api.roll_out(child)
     status_server.reports[name] = (report("hybrid", MODEL, embedded=120, total=120) if embeddings
                                    else report("lexical"))
     eventually(lambda: condition(api, name, "Ready").get("status") == "True")
@@ -99,7 +108,8 @@ def test_ready_and_hybrid_with_full_coverage(api, operator, status_server):
         assert status["model"] == MODEL and status["coverage"] == "100%"
         assert status["observedGeneration"] == body["metadata"]["generation"]
         assert status["models"] == [{"model": MODEL, "dimensions": 384, "embedded": 120, "total": 120,
-                                     "coverage": 1.0, "current": True}]
+                                     "coverage": 1.0, "current": True, "role": "serving"}]
+        assert status["rollout"]["phase"] == "Complete" and status["rollout"]["servingModel"] == MODEL
         kinds = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
         assert kinds == {"MigrationsApplied": ("True", "Succeeded"), "EmbeddingsAvailable": ("True", "Available"),
                          "BackfillComplete": ("True", "Complete"), "Ready": ("True", "Ready")}
@@ -125,11 +135,11 @@ def test_backfilling_is_degraded_not_ready(api, operator, status_server):
 def test_embeddings_server_not_ready_is_degraded(api, operator, status_server):
     with operator():
         bring_up(api, status_server)
-        api.roll_out("search-embeddings", available=0)  # e.g. the pod was evicted, weights reloading
+        api.roll_out(SERVER, available=0)  # e.g. the pod was evicted, weights reloading
         eventually(lambda: api.get("searchindexes", "search")["status"]["mode"] == "degraded")
         available = condition(api, "search", "EmbeddingsAvailable")
         assert (available["status"], available["reason"]) == ("False", "ServerNotReady")
-        assert "search-embeddings" in available["message"]
+        assert SERVER in available["message"]
         assert condition(api, "search", "Ready")["reason"] == "ServerNotReady"
         eventually(lambda: [e for e in api.events("search") if e["reason"] == "ModeChanged"
                             and e["type"] == "Warning" and "hybrid -> degraded" in e["message"]])
@@ -139,8 +149,8 @@ def test_removing_embeddings_returns_to_lexical_and_removes_the_server(api, oper
     with operator():
         bring_up(api, status_server)
         api.patch("searchindexes", "search", {"spec": {"embeddings": None}})
-        eventually(lambda: "search-embeddings" not in api.names("deployments"))
-        eventually(lambda: "search-embeddings" not in api.names("services"))
+        eventually(lambda: SERVER not in api.names("deployments"))
+        eventually(lambda: SERVER not in api.names("services"))
         eventually(lambda: "search-worker" not in api.names("deployments"))
         eventually(lambda: not backfill_jobs(api))
         env = eventually(lambda: api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -163,26 +173,113 @@ def test_removing_embeddings_returns_to_lexical_and_removes_the_server(api, oper
         assert condition(api, "search", "EmbeddingsAvailable")["reason"] == "NotConfigured"
 
 
-def test_changing_the_model_starts_a_new_backfill(api, operator, status_server):
+NEW = "arctic-embed-l-v2.0@256"
+NEW_SERVER = embeddings_name(Owner("search", NS, ""), NEW)
+
+
+def two_models(serving: str, target: str, serving_coverage: float = 1.0, target_coverage: float = 0.0) -> dict:
+    """A /v1/status body of an API configured with `serving` whose database holds both models."""
+    def dimensions(model: str) -> int:
+        return 256 if model == NEW else 384
+
+    body = report("hybrid" if serving_coverage >= 1 else "degraded", serving, dimensions=dimensions(serving),
+                  embedded=int(100 * serving_coverage), total=100)
+    other = report("hybrid", target, dimensions=dimensions(target),
+                   embedded=int(100 * target_coverage), total=100)["models"][0]
+    body["models"].append({**other, "current": False})
+    return body
+
+
+def env_of(api, deployment: str) -> dict[str, str]:
+    live = api.get("deployments", deployment)
+    return {e["name"]: e.get("value") for e in live["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def rollout_of(api) -> dict:
+    return (api.get("searchindexes", "search").get("status") or {}).get("rollout") or {}
+
+
+def job_named(api, prefix: str, model: str) -> str:
+    return eventually(lambda: next(n for n in api.names("jobs") if n.startswith(prefix)
+                                   and model in " ".join(api.get("jobs", n)["spec"]["template"]["spec"]
+                                                         ["containers"][0]["args"])))
+
+
+def walk_to(api, status_server, target: str, serving: str) -> None:
+    """Play a rollout from `serving` to `target` through each phase, checking that search keeps
+    serving `serving` until the end."""
+    api.complete_job(job_named(api, "search-migrate-", target))
+    backfill = job_named(api, "search-backfill-", target)
+    eventually(lambda: rollout_of(api).get("phase") == "Backfilling")
+    assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
+    assert env_of(api, "search-worker")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
+    ready = condition(api, "search", "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ModelRollingOut") and target in ready["message"]
+    assert api.get("searchindexes", "search")["status"]["mode"] == "hybrid", "search stays hybrid on the old model"
+    status_server.reports["search"] = two_models(serving, target, target_coverage=0.99)
+    api.complete_job(backfill)
+    # The worker moves first; the catch-up waits for its pods.
+    eventually(lambda: env_of(api, "search-worker")["BACKSCROLL_EMBEDDINGS_MODEL"] == target)
+    assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
+    assert not [n for n in api.names("jobs") if n.startswith("search-catchup-")]
+    api.roll_out("search-worker")
+    catchup = job_named(api, "search-catchup-", target)
+    api.complete_job(catchup)
+    time_for_two_passes()
+    assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving, "99% is short of minCoverage 1.0"
+    assert "minCoverage" in rollout_of(api)["waitingFor"]
+    status_server.reports["search"] = two_models(serving, target, target_coverage=1.0)
+    eventually(lambda: env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == target)
+    api.roll_out("search-api")
+    status_server.reports["search"] = two_models(target, serving)
+    eventually(lambda: condition(api, "search", "Ready").get("status") == "True")
+
+
+def test_a_new_model_rolls_out_blue_green(api, operator, status_server):
     with operator():
         bring_up(api, status_server)
         (old,) = backfill_jobs(api)
-        api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": "arctic-embed-l-v2.0@256",
-                                                                      "dimensions": 256}}})
-        migration = eventually(lambda: next(n for n in api.names("jobs") if n.startswith("search-migrate-")
-                                            and "arctic" in " ".join(api.get("jobs", n)["spec"]["template"]["spec"]
-                                                                     ["containers"][0]["args"])))
-        assert backfill_jobs(api) <= {old} or not backfill_jobs(api), "new backfill before its migration"
-        api.complete_job(migration)
-        (new,) = eventually(lambda: backfill_jobs(api) - {old} and backfill_jobs(api))
-        assert new != old and new.startswith("search-backfill-arctic-embed-l-v2-0-256-")
-        eventually(lambda: old not in api.names("jobs"))
-        args = api.get("jobs", new)["spec"]["template"]["spec"]["containers"][0]["args"]
-        assert args[:3] == ["backfill", "--model", "arctic-embed-l-v2.0@256"]
-        api_env = {e["name"]: e.get("value") for e in
-                   api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert api_env["BACKSCROLL_EMBEDDINGS_MODEL"] == "arctic-embed-l-v2.0@256"
-        assert api_env["BACKSCROLL_EMBEDDINGS_DIMENSIONS"] == "256"
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": NEW, "dimensions": 256}}})
+        eventually(lambda: {SERVER, NEW_SERVER} <= api.names("deployments"))
+        api.roll_out(NEW_SERVER)
+        walk_to(api, status_server, NEW, MODEL)
+        status = api.get("searchindexes", "search")["status"]
+        assert status["model"] == NEW and status["rollout"]["phase"] == "Complete"
+        assert status["rollout"]["previousModel"] == MODEL
+        assert {m["model"]: m["role"] for m in status["models"]} == {NEW: "serving", MODEL: "previous"}
+        # The old model's server, its backfill record and the catch-up go; its vectors stay.
+        eventually(lambda: SERVER not in api.names("deployments") and old not in api.names("jobs"))
+        eventually(lambda: not [n for n in api.names("jobs") if n.startswith("search-catchup-")])
+        assert not [n for n in api.names("jobs") if n.startswith("search-prune-")], "retainPrevious defaults to true"
+
+
+def test_a_rollback_while_the_old_vectors_are_kept(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": NEW, "dimensions": 256}}})
+        eventually(lambda: NEW_SERVER in api.names("deployments"))
+        api.roll_out(NEW_SERVER)
+        walk_to(api, status_server, NEW, MODEL)
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": MODEL, "dimensions": 384}}})
+        eventually(lambda: SERVER in api.names("deployments"))
+        api.roll_out(SERVER)
+        walk_to(api, status_server, MODEL, NEW)
+        assert api.get("searchindexes", "search")["status"]["model"] == MODEL
+
+
+def test_retain_previous_false_prunes_the_superseded_model(api, operator, status_server):
+    with operator():
+        bring_up(api, status_server)
+        api.patch("searchindexes", "search", {"spec": {"embeddings": {
+            "model": NEW, "dimensions": 256, "rollout": {"retainPrevious": False}}}})
+        eventually(lambda: NEW_SERVER in api.names("deployments"))
+        api.roll_out(NEW_SERVER)
+        walk_to(api, status_server, NEW, MODEL)
+        prune = job_named(api, "search-prune-", MODEL)
+        args = api.get("jobs", prune)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args == ["models", "drop", MODEL, "--yes", "--quiet"]
+        api.complete_job(prune)
+        eventually(lambda: rollout_of(api).get("previousModel") is None)
 
 
 def test_invalid_spec_sets_a_condition_and_an_event_and_is_not_retried(api, operator):
@@ -201,6 +298,7 @@ def test_invalid_spec_sets_a_condition_and_an_event_and_is_not_retried(api, oper
         assert api.writes_to_children() == [], "nothing is built from an invalid spec"
         # Fixing the spec is a new generation, and it is acted on.
         api.patch("searchindexes", "search", {"spec": {"embeddings": {"dimensions": 384}}})
+        api.complete_job(migration_job(api))
         eventually(lambda: "search-api" in api.names("deployments"))
 
 
@@ -214,6 +312,7 @@ def test_missing_secret_is_retried_until_it_exists(api, operator):
         assert "spec.database.secretRef" in ready["message"] and "later" in ready["message"]
         assert "search-api" not in api.names("deployments")
         api.secret("later", uri="postgresql://backscroll@db/backscroll")
+        api.complete_job(migration_job(api))
         eventually(lambda: "search-api" in api.names("deployments"))
         env = api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["env"]
         assert {"name": "BACKSCROLL_DATABASE_URL",

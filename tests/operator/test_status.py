@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from backscroll_operator import rollout
 from backscroll_operator.spec import parse
-from backscroll_operator.status import DeploymentState, Facts, JobState, derive, failed, transitions
+from backscroll_operator.status import DeploymentState, Facts, JobState, failed, transitions
+from backscroll_operator.status import derive as derive_with_plan
 
 from .conftest import report
 
@@ -11,6 +13,16 @@ NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
 HYBRID = parse({**BASE, "embeddings": {"model": "e5", "dimensions": 384}})
 LEXICAL = parse(BASE)
+
+
+def steady(spec) -> rollout.Plan:
+    return rollout.plan(spec, rollout.Observed(migrated=True, backfilled=frozenset(
+        [spec.embeddings.model] if spec.embeddings else [])))
+
+
+def derive(spec, facts, generation, old, now, plan=None):
+    """The status of an index whose API serves the spec's model (no rollout) unless `plan` says."""
+    return derive_with_plan(spec, facts, generation, old, now, plan or steady(spec))
 
 
 def deployment(name: str, ready: bool = True, replicas: int = 1) -> DeploymentState:

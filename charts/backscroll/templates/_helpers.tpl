@@ -54,30 +54,33 @@ compares these rules with the calls the operator's code makes (its own client, r
 kopf's (watching the SearchIndexes, its annotations and finalizer, status, Events).
 */}}
 {{- define "backscroll.namespacedRules" -}}
-# kopf: list and watch SearchIndexes, patch their annotations/finalizer and their status.
+# kopf and the operator: list and watch SearchIndexes, read one before each pass, patch the
+# operator's finalizer (deletionPolicy: delete) and kopf's annotations, and the status.
 - apiGroups: [search.backscroll.dev]
   resources: [searchindexes]
-  verbs: [list, watch, patch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [search.backscroll.dev]
   resources: [searchindexes/status]
   verbs: [patch]
-# kopf posts Events (core v1) about each SearchIndex.
+# Events (core v1) about each SearchIndex.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# The operator's children: created, changed by hash, removed when the spec drops them.
+# The operator's children, watched (drift is reverted when it happens) and server-side applied
+# (create: an apply that creates is authorized as a create); removed when the plan drops them.
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # Jobs are never patched (immutable); superseded ones are found by label and deleted.
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, create, delete]
-# Only read: that the pods' Secrets exist, and the status token.
+  verbs: [get, list, watch, create, delete]
+# Read: that the pods' Secrets exist (and their digest, which rolls the pods on rotation);
+# create: the operator's own status token Secret. Never updated, never listed.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get]
+  verbs: [get, create]
 {{- end }}
