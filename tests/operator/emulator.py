@@ -14,6 +14,9 @@ HTTP plumbing and `self.objects` (each object's history, for assertions). What i
   nothing, status and scale subresources, finalizers, ownerReference garbage collection;
 - label and field selectors on lists and watches, watches resumed from a resourceVersion.
 
+`writes` lists every write request (action, plural, name, subresource); `changes` only those
+that changed an object, so "a second pass writes nothing" holds for no-op applies too.
+
 Not modelled: controllers (tests stand in for them), admission, defaulting beyond a few fields,
 schema validation, pagination, RBAC.
 """
@@ -560,6 +563,17 @@ def _builtin_columns(kind: str) -> list[tuple[dict, object]]:
                 col("Cluster-IP", lambda o: (o.get("spec") or {}).get("clusterIP", "<none>")),
                 col("Port(s)", lambda o: ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}"
                                                   for p in (o.get("spec") or {}).get("ports") or []) or "<none>")]
+    if kind == "Event":
+        def seen(o):
+            stamp = o.get("lastTimestamp") or o.get("eventTime") or (o.get("metadata") or {}).get("creationTimestamp")
+            return _age({"metadata": {"creationTimestamp": (stamp or "")[:19] + "Z"}}) if stamp else "<unknown>"
+
+        def involved(o):
+            ref = o.get("involvedObject") or {}
+            return f"{(ref.get('kind') or '').lower()}/{ref.get('name', '')}"
+        return [col("Last Seen", seen), col("Type", lambda o: o.get("type", "")),
+                col("Reason", lambda o: o.get("reason", "")), col("Object", involved),
+                col("Message", lambda o: o.get("message", ""))]
     if kind == "Secret":
         return [col("Type", lambda o: o.get("type", "Opaque")),
                 col("Data", lambda o: len(o.get("data") or {}), type_="integer")]
@@ -1245,12 +1259,18 @@ class Emulator(kmock.KubernetesEmulator):
                 return row
         else:
             extra = _builtin_columns(kind.kind)
-            columns = [NAME_COLUMN] + [c for c, _ in extra if c["priority"] == 0] + [AGE_COLUMN] + \
-                [c for c, _ in extra if c["priority"] > 0]
+            if kind.kind == "Event":  # as kubectl prints them: no NAME or AGE, LAST SEEN first
+                columns = [c for c, _ in extra]
 
-            def cells(o):
-                return [o["metadata"]["name"]] + [fn(o) for c, fn in extra if c["priority"] == 0] + [_age(o)] + \
-                    [fn(o) for c, fn in extra if c["priority"] > 0]
+                def cells(o):
+                    return [fn(o) for _, fn in extra]
+            else:
+                columns = [NAME_COLUMN] + [c for c, _ in extra if c["priority"] == 0] + [AGE_COLUMN] + \
+                    [c for c, _ in extra if c["priority"] > 0]
+
+                def cells(o):
+                    return [o["metadata"]["name"]] + [fn(o) for c, fn in extra if c["priority"] == 0] + [_age(o)] + \
+                        [fn(o) for c, fn in extra if c["priority"] > 0]
         include = params.get("includeObject", "Metadata")
         rows = []
         for o in items:

@@ -165,6 +165,9 @@ def test_describe_shows_conditions_and_only_its_own_events(kubectl, http):
     assert [e["reason"] for e in selected] == ["OtherObjectsEvent"]
     assert [i["metadata"]["name"] for i in http.get(SIDX, params={"fieldSelector": "metadata.name=search"}).json()["items"]] \
         == ["search"]
+    listed = kubectl("get", "events", "--field-selector", "involvedObject.name=search-other")
+    assert header(listed) == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert "searchindex/search-other" in listed and "MigrationStarted" not in listed
 
 
 def later(seconds: float, action) -> threading.Thread:
@@ -405,3 +408,11 @@ def test_kubectl_errors_carry_both_streams(kubectl):
     with pytest.raises(KubectlError) as failed:
         kubectl("get", "sidx", "missing")
     assert failed.value.code != 0 and "NotFound" in str(failed.value) and "--- stderr" in str(failed.value)
+
+
+def test_a_missing_kubectl_fails_loudly(monkeypatch):
+    from . import kubectl as module
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(module, "KUBECTL", "/nonexistent/kubectl")
+    with pytest.raises(RuntimeError, match="need the `kubectl` binary"):
+        module.kubectl_binary()
