@@ -416,3 +416,12 @@ def test_a_missing_kubectl_fails_loudly(monkeypatch):
     monkeypatch.setattr(module, "KUBECTL", "/nonexistent/kubectl")
     with pytest.raises(RuntimeError, match="need the `kubectl` binary"):
         module.kubectl_binary()
+
+
+def test_kubectl_create_secret_and_configmap_sent_as_protobuf(kubectl, http):
+    kubectl("create", "secret", "generic", "db", "--from-literal=uri=postgresql://u:p@db/x", "--from-literal=b=2")
+    kubectl("create", "configmap", "settings", "--from-literal=k=v")
+    secret = http.get(f"/api/v1/namespaces/{NS}/secrets/db").raise_for_status().json()
+    assert secret["data"] == {"uri": "cG9zdGdyZXNxbDovL3U6cEBkYi94", "b": "Mg=="}
+    assert http.get(f"/api/v1/namespaces/{NS}/configmaps/settings").json()["data"] == {"k": "v"}
+    assert "already exists" in kubectl.run("create", "secret", "generic", "db", "--from-literal=a=1").stderr
