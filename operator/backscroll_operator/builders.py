@@ -20,7 +20,7 @@ import math
 import json
 
 from .names import (EMBEDDINGS_ANNOTATION, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION,
-                    SECRETS_ANNOTATION, Owner, child_name, labels, model_slug, selector, short_hash)
+                    SECRETS_ANNOTATION, TOKEN_ANNOTATION, Owner, child_name, labels, model_slug, selector, short_hash)
 from .rollout import Plan
 from .spec import Embeddings, SearchIndexSpec, TokenRef
 
@@ -67,9 +67,11 @@ def prune_name(owner: Owner, model: str) -> str:
     return child_name(owner.name, "prune", model_slug(model))
 
 
-def register_name(owner: Owner, secret_uid: str) -> str:
-    # A regenerated token Secret (a new uid) is a new Job: rotation registers the new digest.
-    return child_name(owner.name, "register", short_hash(secret_uid))
+def register_name(owner: Owner, secret_uid: str, migration: str) -> str:
+    # A regenerated token Secret (a new uid) is a new Job: rotation registers the new digest. So
+    # is a new migration: a registration that failed (an image without the `status` kind) is
+    # tried again with the next image.
+    return child_name(owner.name, "register", short_hash([secret_uid, migration]))
 
 
 def purge_name(owner: Owner) -> str:
@@ -205,9 +207,9 @@ def _deployment(name: str, owner: Owner, component: str, replicas: int | None, p
             "metadata": _meta(name, owner, component, **(annotations or {})), "spec": spec}
 
 
-def _rollout_annotations(spec: SearchIndexSpec, emb: Embeddings | None) -> dict:
+def _rollout_annotations(image: str, emb: Embeddings | None) -> dict:
     """What the Deployment's pods run, for the next pass to read back (rollout.Observed)."""
-    values = {IMAGE_ANNOTATION: spec.image}
+    values = {IMAGE_ANNOTATION: image}
     if emb is not None:
         values[EMBEDDINGS_ANNOTATION] = json.dumps(emb.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
                                                    sort_keys=True, separators=(",", ":"))
@@ -267,6 +269,7 @@ def status_token_secret(owner: Owner, token: str) -> dict:
 
 
 def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str) -> dict:
+    name = register_name(owner, secret_uid, migration_name(owner, spec))
     """Registers the digest of the operator's status token (the secret itself stays in its Secret):
     the step that would otherwise be `kubectl exec ... tokens create`."""
     ref = TokenRef(name=status_token_name(owner))
@@ -274,7 +277,7 @@ def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str) -> dict:
     container = _container(spec, "register", ["tokens", "register", "--kind", "status", "--name",
                                               f"operator:{owner.namespace}/{owner.name}",
                                               "--from-env", "BACKSCROLL_STATUS_TOKEN"], env)
-    return _finish(_job(register_name(owner, secret_uid), owner, "register", container, backoff_limit=6), owner)
+    return _finish(_job(name, owner, "register", container, backoff_limit=6, **{TOKEN_ANNOTATION: secret_uid}), owner)
 
 
 def _ranking_env(spec: SearchIndexSpec) -> list[dict]:
@@ -308,7 +311,9 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: st
     # People's reads (session list, search, transcript) go to the replica; the rest to the primary.
     env += _read_env(owner, spec)
     env += _embeddings_env(owner, plan.api)
-    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=spec.api.image or plan.image)
+    # api.image overrides the image only once the spec's image is migrated: it is gated the same.
+    image = spec.api.image if spec.api.image and plan.image == spec.image else plan.image
+    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=image)
     container["ports"] = [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}]
     # The API's two public routes for probes. Readiness needs the database and every migration of
     # this image; liveness never touches the database, so an outage takes pods out of the Service
@@ -318,7 +323,7 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: st
                                   "failureThreshold": 3}
     replicas = spec.api.replicas if spec.api.manage_replicas else None
     return _finish(_deployment(api_name(owner), owner, "api", replicas, _pod([container]),
-                               annotations=_rollout_annotations(spec, plan.api),
+                               annotations=_rollout_annotations(plan.image, plan.api),
                                pod_annotations=_pod_annotations(checksum)), owner)
 
 
@@ -350,7 +355,7 @@ def worker_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum:
                                   "failureThreshold": 3}
     replicas = spec.worker.replicas if spec.worker.manage_replicas else None
     return _finish(_deployment(worker_name(owner), owner, "worker", replicas, _pod([container]),
-                               annotations=_rollout_annotations(spec, plan.worker),
+                               annotations=_rollout_annotations(plan.image, plan.worker),
                                pod_annotations=_pod_annotations(checksum)), owner)
 
 

@@ -13,12 +13,10 @@ the finalizer by hand when the database is gone anyway.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
 from . import builders
 from .kube import Kube
 from .names import PURGE_FINALIZER, Owner
-from .reconcile import create_once, remove
+from .reconcile import create_once, remove, remove_others
 from .spec import SearchIndexSpec
 from .status import JobState
 
@@ -43,23 +41,28 @@ def sync_finalizer(kube: Kube, owner: Owner, body: dict, spec: SearchIndexSpec) 
         _set_finalizers(kube, owner, body, [f for f in current if f != PURGE_FINALIZER])
 
 
-def finalize(kube: Kube, owner: Owner, body: dict, spec: SearchIndexSpec,
-             event: Callable[[str, str, str], None]) -> None:
-    """One step of a deletion under our finalizer (each pass advances it)."""
+def finalize(kube: Kube, owner: Owner, body: dict, spec: SearchIndexSpec) -> tuple[str, str] | None:
+    """One step of a deletion under our finalizer (each pass advances it). Returns (reason,
+    message) for the Ready condition while the deletion is held up."""
     finalizers = list(body["metadata"].get("finalizers") or [])
     if PURGE_FINALIZER not in finalizers:
-        return  # retain: Kubernetes removes the object and its children by itself
-    # Nothing may write while the rows go.
+        return None  # retain: Kubernetes removes the object and its children by itself
+    if spec.deletion_policy == "retain":  # switched back after the deletion began: keep the rows
+        _set_finalizers(kube, owner, body, [f for f in finalizers if f != PURGE_FINALIZER])
+        return None
+    # Nothing may write while the rows go: no API, no worker, no migration or backfill Job.
     remove(kube, owner, "deployments", builders.api_name(owner))
     remove(kube, owner, "deployments", builders.worker_name(owner))
+    for component in ("migrate", "register", "backfill", "catchup", "prune"):
+        remove_others(kube, owner, "jobs", component, keep=set())
     job = builders.purge_job(owner, spec)
     state = JobState.of(job["metadata"]["name"], create_once(kube, owner, "jobs", job))
     if state.phase == "running":
-        return
+        return "Purging", f"job {state.name} removes the database rows before the SearchIndex goes"
     if state.phase == "failed":
-        event("Warning", "PurgeFailed",
-              f"job {state.name} failed: the database rows are still there; see `kubectl logs job/{state.name}`, "
-              f"delete the job to try again, or remove the finalizer {PURGE_FINALIZER} to keep the rows")
-        return
+        return ("PurgeFailed", f"job {state.name} failed: the database rows are still there; see "
+                f"`kubectl logs job/{state.name}`, delete the job to try again, or remove the finalizer "
+                f"{PURGE_FINALIZER} to keep the rows (docs/operator.md, Deletion)")
     log.info("database purged for %s/%s: removing the finalizer", owner.namespace, owner.name)
     _set_finalizers(kube, owner, body, [f for f in finalizers if f != PURGE_FINALIZER])
+    return None

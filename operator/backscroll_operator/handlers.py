@@ -19,6 +19,7 @@ import threading
 from collections import defaultdict
 from datetime import UTC, datetime
 
+import httpx
 import kopf
 
 from . import status as derive
@@ -81,18 +82,17 @@ class Passes:
         key = f"{namespace}/{name}"
         with self.guard:
             if key in self.queued:
-                return
+                return  # a pass is waiting already, and it will read the object after this event
             self.queued.add(key)
-        try:
-            with self.locks[key]:
-                with self.guard:
-                    self.queued.discard(key)
+        with self.locks[key]:
+            with self.guard:
+                self.queued.discard(key)
+            try:
                 body = self.kube.get("searchindexes", namespace, name)
                 if body is not None:
                     self._pass(body, final=False)
-        finally:
-            with self.guard:
-                self.queued.discard(key)
+            except (KubeError, httpx.HTTPError) as exc:
+                log.warning("pass for %s: %s", key, exc)
 
     def run(self, body, final: bool) -> None:
         """A pass for the body kopf handed over (create, update, resume)."""
@@ -123,16 +123,20 @@ class Passes:
         old = _plain(body.get("status"))
         generation = body["metadata"].get("generation")
         ready = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        if not final and ready.get("reason") == "InvalidSpec" and old.get("observedGeneration") == generation:
+        deleting = bool(body["metadata"].get("deletionTimestamp"))
+        if not final and not deleting and ready.get("reason") == "InvalidSpec" and \
+                old.get("observedGeneration") == generation:
             return  # refused already, with an Event; a new generation gets a new look
         try:
-            spec = parse(_plain(body.get("spec")), registered=_registered(old))
-            if body["metadata"].get("deletionTimestamp"):
-                finalize(self.kube, owner, body, spec, lambda *e: post_event(self.kube, body, *e))
+            if deleting:
+                # Without the dimensions check: a spec that became invalid must not block its deletion.
+                failure = finalize(self.kube, owner, body, parse(_plain(body.get("spec"))))
+                if failure is not None:
+                    self._publish(body, old, derive.failed(old, generation, *failure, _now()))
                 return
+            spec = parse(_plain(body.get("spec")), registered=_registered(old))
             sync_finalizer(self.kube, owner, body, spec)
-            outcome = converge(self.kube, owner, spec, self.config,
-                               previous=(old.get("rollout") or {}).get("previousModel"))
+            outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"))
         except SpecError as exc:
             self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
             if final:
@@ -143,7 +147,7 @@ class Passes:
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
             return
-        except KubeError as exc:  # the API server refused or failed a write: the next pass retries
+        except (KubeError, httpx.HTTPError) as exc:  # refused or failed on the way: the next pass retries
             log.warning("pass for %s/%s: %s", owner.namespace, owner.name, exc)
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None

@@ -22,6 +22,8 @@ EMBEDDINGS_ANNOTATION = f"{GROUP}/embeddings"
 IMAGE_ANNOTATION = f"{GROUP}/image"
 # On pod templates: a digest of the Secrets the pods read, so a rotated Secret rolls them.
 SECRETS_ANNOTATION = f"{GROUP}/secrets-checksum"
+# On register Jobs: the uid of the token Secret they registered.
+TOKEN_ANNOTATION = f"{GROUP}/token-secret-uid"
 # The operator's finalizer, present only with spec.deletionPolicy: delete.
 PURGE_FINALIZER = f"{GROUP}/purge-database"
 FIELD_MANAGER = "backscroll-operator"

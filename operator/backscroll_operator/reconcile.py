@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from . import apistatus, builders, rollout
 from .config import OperatorConfig
 from .kube import Conflict, Kube
-from .names import HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, Owner
+from .names import HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, TOKEN_ANNOTATION, Owner
 from .spec import SearchIndexSpec
 from .status import DeploymentState, Facts, JobState
 
@@ -195,8 +195,16 @@ def _image(deployment: dict | None) -> str | None:
     return _annotation(deployment, IMAGE_ANNOTATION) or containers[0].get("image")
 
 
+def _is_backfill(job: dict) -> bool:
+    # By label: a long index name cuts the `-backfill` out of the Job's name.
+    return ((job.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "backfill"
+
+
 def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig,
-             previous: str | None = None) -> Outcome:
+             remembered: dict | None = None) -> Outcome:
+    """`remembered`: the status' rollout block of the last pass (previousModel, catchUpOwed)."""
+    remembered = remembered or {}
+    previous = remembered.get("previousModel")
     checksum = check_secrets(kube, owner, spec)
     token_secret, given_token = status_token(kube, owner, spec)
 
@@ -211,9 +219,17 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
         # Registered once the schema (and its `status` token kind) exists; read only after that.
         register = builders.register_job(owner, spec, token_secret["metadata"]["uid"])
         register_state = JobState.of(register["metadata"]["name"],
-                                     create_once(kube, owner, "jobs", register) if migrated else None)
-        remove_others(kube, owner, "jobs", "register", keep={register_state.name})
-        if register_state.phase == "succeeded":
+                                     create_once(kube, owner, "jobs", register) if migrated else
+                                     kube.get("jobs", owner.namespace, register["metadata"]["name"]))
+        uid = token_secret["metadata"]["uid"]
+        registered = {j["metadata"]["name"] for j in kube.list("jobs", owner.namespace, {
+            "app.kubernetes.io/instance": owner.name, "app.kubernetes.io/component": "register"})
+            if _owned(j, owner) and _annotation(j, TOKEN_ANNOTATION) == uid
+            and JobState.of(j["metadata"]["name"], j).phase == "succeeded"}
+        # The last registration of this Secret stands until the next one succeeded (a new image's).
+        remove_others(kube, owner, "jobs", "register",
+                      keep={register_state.name} | (set() if register_state.phase == "succeeded" else registered))
+        if registered:
             token = _token_of(token_secret)
         else:
             why_not = f"the status token is registered by job {register_state.name} after the migration"
@@ -229,21 +245,26 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
         return JobState.of(name, jobs.get(name))
 
     backfilled = frozenset(_annotation(j, MODEL_ANNOTATION) for n, j in jobs.items()
-                           if n.startswith(f"{owner.name}-backfill") and JobState.of(n, j).phase == "succeeded")
+                           if _is_backfill(j) and JobState.of(n, j).phase == "succeeded")
     catchup = state(builders.catchup_name(owner, target.model)) if target else None
     prune = state(builders.prune_name(owner, previous)) if previous else None
     if prune is not None and prune.phase == "succeeded":
         previous = None  # its vectors are gone: nothing left to prune or to roll back to quickly
     coverage = {m["model"]: m.get("coverage") or 0.0 for m in (report or {}).get("models") or []}
     worker_state = DeploymentState.of(builders.worker_name(owner), live_worker)
+    api_state = DeploymentState.of(builders.api_name(owner), live_api)
     seen = rollout.Observed(
         migrated=migrated, api_exists=live_api is not None, api_image=_image(live_api),
-        api_embeddings=builders.read_embeddings(live_api), worker_exists=live_worker is not None,
+        api_embeddings=builders.read_embeddings(live_api),
+        api_rolled_out=api_state.rolled_out and (api_state.desired == 0 or api_state.ready),
+        api_annotated=_annotation(live_api, IMAGE_ANNOTATION) is not None,
+        worker_exists=live_worker is not None,
         worker_embeddings=builders.read_embeddings(live_worker),
         worker_rolled_out=worker_state.rolled_out and (worker_state.desired == 0 or worker_state.ready),
         backfilled=backfilled, caught_up=catchup is not None and catchup.phase == "succeeded",
         catchup_pending=catchup is not None and catchup.phase in ("running", "failed"),
-        coverage=coverage, previous=previous)
+        catchup_failed=catchup is not None and catchup.phase == "failed",
+        coverage=coverage, previous=previous, catchup_owed=remembered.get("catchUpOwed"))
     plan = rollout.plan(spec, seen)
 
     live: dict[str, dict] = {}
@@ -253,6 +274,7 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
         else:
             live[f"{resource}/{name}"] = ensure(kube, owner, resource, manifest)
     servers = {builders.embeddings_name(owner, emb.model) for emb in plan.servers}
+    servers |= {builders.embeddings_name(owner, model) for model in plan.retain_servers}
     remove_others(kube, owner, "deployments", "embeddings", keep=servers)
     remove_others(kube, owner, "services", "embeddings", keep=servers)
 

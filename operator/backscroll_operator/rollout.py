@@ -40,6 +40,8 @@ class Observed:
     api_exists: bool = False
     api_image: str | None = None          # the image the live API Deployment runs
     api_embeddings: Embeddings | None = None   # the model configuration the live API serves
+    api_rolled_out: bool = True           # every API pod runs the live API manifest
+    api_annotated: bool = True            # written by this operator version (False: an older one)
     worker_exists: bool = False
     worker_embeddings: Embeddings | None = None
     worker_rolled_out: bool = False       # every worker pod runs the live worker manifest
@@ -48,6 +50,8 @@ class Observed:
     catchup_pending: bool = False         # ... exists and has not succeeded (running or failed)
     coverage: dict[str, float] | None = None   # per model, from the API's status
     previous: str | None = None           # the model a finished rollout moved away from (status)
+    catchup_owed: str | None = None       # a model the worker came back to, owed a catch-up (status)
+    catchup_failed: bool = False          # the target's catch-up Job failed
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,9 @@ class Plan:
     catchup: Embeddings | None = None     # the catch-up backfill Job to run now
     prune: str | None = None              # a superseded model whose vectors are to be deleted
     previous: str | None = None           # recorded in the status for a later prune
+    catchup_owed: str | None = None       # recorded in the status until the catch-up ran
+    retain_servers: tuple[str, ...] = ()  # models whose live server stays as it is (old pods use it)
     waiting: str = ""                     # what the phase waits for, in words
-
-    @property
-    def target(self) -> str | None:
-        return self.api.model if self.phase == COMPLETE and self.api else None
 
 
 def same_model(a: Embeddings | None, b: Embeddings | None) -> bool:
@@ -89,6 +91,9 @@ def plan(spec: SearchIndexSpec, seen: Observed) -> Plan:
 
     # An API that predates the annotation (or a first model) is taken to serve the spec's model.
     serving = seen.api_embeddings if seen.api_exists and seen.api_embeddings is not None else None
+    if serving is None and seen.api_exists and seen.api_annotated and not seen.migrated:
+        # Lexical so far: the API and the worker take the model once it is registered.
+        return Plan(MIGRATING, image, None, None, _servers(target), waiting="the migration Job")
     if serving is None or same_model(serving, target):
         return _toward(spec, seen, image, target)
     return _blue_green(spec, seen, image, serving, target)
@@ -97,11 +102,26 @@ def plan(spec: SearchIndexSpec, seen: Observed) -> Plan:
 def _toward(spec: SearchIndexSpec, seen: Observed, image: str | None, target: Embeddings) -> Plan:
     """The API serves (or starts with) the spec's model: no second model to keep serving."""
     worker = seen.worker_embeddings if seen.worker_exists else None
-    if worker is not None and not same_model(worker, target) or seen.catchup_pending:
-        # A rollback after the worker had moved on: bring it back and catch its model up with
-        # what the other model alone embedded meanwhile.
-        return Plan(CATCHING_UP, image, target, target, _servers(target), (target.model,), catchup=target,
-                    previous=seen.previous, waiting="the catch-up Job")
+    # A retained previous model keeps its backfill record: a rollback then skips the backfill.
+    retained = seen.previous if seen.previous and seen.previous != target.model and \
+        target.rollout.retain_previous else None
+    keep = (target.model, retained) if retained else (target.model,)
+    if worker is not None and not same_model(worker, target):
+        # A rollback after the worker had moved on: bring it back (its old pods keep their
+        # server meanwhile) and owe its model a catch-up for what the other model alone embedded.
+        return Plan(CATCHING_UP, image, target, target, _servers(target), keep, previous=seen.previous,
+                    catchup_owed=target.model, retain_servers=(worker.model,), waiting="the worker's rollout")
+    if seen.catchup_owed == target.model or seen.catchup_pending:
+        if not seen.worker_rolled_out:
+            return Plan(CATCHING_UP, image, target, target, _servers(target), keep,
+                        previous=seen.previous, catchup_owed=target.model, waiting="the worker's rollout")
+        if not seen.caught_up:
+            return Plan(CATCHING_UP, image, target, target, _servers(target), keep, catchup=target,
+                        previous=seen.previous, catchup_owed=target.model, waiting=_catchup_wait(seen))
+    if not seen.api_rolled_out and seen.previous and seen.previous != target.model:
+        # Just switched: old API pods still query the previous model's server.
+        return Plan(SWITCHING, image, target, target, _servers(target), (target.model, seen.previous),
+                    previous=seen.previous, retain_servers=(seen.previous,), waiting="the API's rollout")
     prune = None
     if not seen.migrated:
         phase, waiting = MIGRATING, "the migration Job"
@@ -111,8 +131,14 @@ def _toward(spec: SearchIndexSpec, seen: Observed, image: str | None, target: Em
         phase, waiting = COMPLETE, ""
         if not target.rollout.retain_previous and seen.previous and seen.previous != target.model:
             prune = seen.previous
-    return Plan(phase, image, target, target, _servers(target), (target.model,), prune=prune,
+    return Plan(phase, image, target, target, _servers(target), keep, prune=prune,
                 previous=seen.previous, waiting=waiting)
+
+
+def _catchup_wait(seen: Observed) -> str:
+    if seen.catchup_failed:
+        return "the catch-up Job, which failed: see its logs, and delete it to run it again"
+    return "the catch-up Job"
 
 
 def _blue_green(spec: SearchIndexSpec, seen: Observed, image: str | None, serving: Embeddings,
@@ -120,7 +146,7 @@ def _blue_green(spec: SearchIndexSpec, seen: Observed, image: str | None, servin
     keep = (serving.model, target.model)  # the serving model's own backfill may still be running
     worker = seen.worker_embeddings if seen.worker_exists else None
     if not seen.migrated:
-        return Plan(MIGRATING, image, serving, serving, _servers(serving, target), (serving.model,),
+        return Plan(MIGRATING, image, serving, serving, _servers(serving, target), keep,
                     previous=seen.previous, waiting="the migration Job")
     if target.model not in seen.backfilled:
         return Plan(BACKFILLING, image, serving, serving, _servers(serving, target), keep,
@@ -131,11 +157,12 @@ def _blue_green(spec: SearchIndexSpec, seen: Observed, image: str | None, servin
                     previous=seen.previous, waiting="the worker's rollout")
     if not seen.caught_up:
         return Plan(CATCHING_UP, image, serving, target, _servers(serving, target), keep, catchup=target,
-                    previous=seen.previous, waiting="the catch-up Job")
+                    previous=seen.previous, waiting=_catchup_wait(seen))
     coverage = (seen.coverage or {}).get(target.model, 0.0)
     if coverage < target.rollout.min_coverage:
         return Plan(CATCHING_UP, image, serving, target, _servers(serving, target), keep, catchup=target,
                     previous=seen.previous,
-                    waiting=f"coverage {coverage:.1%} of {target.rollout.min_coverage:.1%} (minCoverage)")
+                    waiting=f"coverage {coverage:.2%} of {target.rollout.min_coverage:.2%} (minCoverage; "
+                            f"messages that cannot be embedded hold a rollout at 1.0)")
     return Plan(SWITCHING, image, target, target, _servers(serving, target), keep, catchup=target,
                 previous=serving.model, waiting="the API's rollout")

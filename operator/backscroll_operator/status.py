@@ -59,8 +59,12 @@ class DeploymentState:
         generation = (deployment.get("metadata") or {}).get("generation")
         observed = status.get("observedGeneration")
         current = generation is None or (observed is not None and observed >= generation)
-        updated = status.get("updatedReplicas", status.get("availableReplicas", 0)) or 0
-        return cls(name, desired, status.get("availableReplicas") or 0, current and updated >= desired)
+        # A real API server leaves updatedReplicas out while it is 0; replicas counts old pods too,
+        # so a rollout is done only when every pod is an updated one.
+        updated = status.get("updatedReplicas") or 0
+        total = status.get("replicas", updated) or 0
+        return cls(name, desired, status.get("availableReplicas") or 0,
+                   current and updated >= desired and total <= updated and not status.get("unavailableReplicas"))
 
     @property
     def ready(self) -> bool:
@@ -166,8 +170,10 @@ def _rolling_out(spec: SearchIndexSpec, plan: Plan) -> str | None:
                                                      rollout.MIGRATING):
         return None
     serving = plan.api.model if plan.api is not None else None
-    if serving == spec.embeddings.model and plan.phase != rollout.CATCHING_UP:
+    if serving == spec.embeddings.model and plan.phase not in (rollout.CATCHING_UP, rollout.SWITCHING):
         return None  # a first model: the conditions below say how far it is
+    if plan.phase == rollout.SWITCHING:
+        return f"Switching: search moves to {spec.embeddings.model}; waiting for {plan.waiting}"
     return (f"{plan.phase}: search serves {serving}, rolling out {spec.embeddings.model}; "
             f"waiting for {plan.waiting}")
 
@@ -223,7 +229,7 @@ def _rollout(spec: SearchIndexSpec, plan: Plan) -> dict | None:
     return {"phase": plan.phase, "servingModel": plan.api.model if plan.api else None,
             "targetModel": spec.embeddings.model if spec.embeddings else None,
             "workerModel": plan.worker.model if plan.worker else None,
-            "previousModel": plan.previous, "waitingFor": plan.waiting or None}
+            "previousModel": plan.previous, "catchUpOwed": plan.catchup_owed, "waitingFor": plan.waiting or None}
 
 
 def merge_conditions(old: list | None, new: list[dict], now: str) -> list[dict]:

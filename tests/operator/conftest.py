@@ -100,13 +100,14 @@ class StatusServer:
     def __init__(self):
         self.reports: dict[str, dict] = {}   # SearchIndex name -> the JSON to answer
         self.seen_tokens: list[str] = []
+        self.tokens: set[str] = {TOKEN}      # what the API would accept (a test adds registered ones)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's naming)
                 _, namespace, name, *rest = self.path.split("/")
                 outer.seen_tokens.append(self.headers.get("Authorization", ""))
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                if self.headers.get("Authorization") not in {f"Bearer {t}" for t in outer.tokens}:
                     return self._send(401, {"error": {"code": "unauthorized"}})
                 if "/".join(rest) != "v1/status" or name not in outer.reports:
                     return self._send(503, {"error": {"code": "unavailable"}})
@@ -176,11 +177,13 @@ def status_server():
 @pytest.fixture
 def operator(cluster, status_server):
     """A function that runs the real operator (kopf, fresh registry) as a context manager."""
-    config = OperatorConfig(interval_s=0.3, retry_delay_s=0.5, status_timeout_s=2,
-                            status_url=status_server.url + "/{namespace}/{name}/v1/status")
+    defaults = dict(interval_s=0.3, retry_delay_s=0.5, status_timeout_s=2,
+                    status_url=status_server.url + "/{namespace}/{name}/v1/status")
 
     @contextmanager
-    def run():
+    def run(**settings_overrides):
+        """`interval_s=600` proves a reaction comes from a watch, not from the resync."""
+        config = OperatorConfig(**{**defaults, **settings_overrides})
         registry = kopf.OperatorRegistry()
         register(registry, config)
         settings = kopf.OperatorSettings()

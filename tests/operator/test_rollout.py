@@ -98,7 +98,8 @@ def test_complete_once_the_api_serves_the_new_model_and_prunes_only_when_asked()
     kept = plan(spec(NEW), done)
     assert (kept.phase, models(kept), kept.prune) == (rollout.COMPLETE, (NEW, NEW), None)
     assert [s.model for s in kept.servers] == [NEW], "the old model's server goes"
-    assert kept.backfills == (NEW,) and kept.catchup is None
+    assert set(kept.backfills) == {NEW, OLD}, "a retained model keeps its backfill record (a quick rollback)"
+    assert kept.catchup is None
     pruned = plan(spec(NEW, retainPrevious=False), done)
     assert pruned.prune == OLD
 
@@ -114,16 +115,37 @@ def test_a_rollback_mid_catch_up_brings_the_worker_back_and_catches_its_model_up
     # OLD still serves, the worker had moved to NEW, and the spec goes back to OLD.
     mid = serving(OLD, backfilled=frozenset({OLD, NEW}), worker_embeddings=emb(NEW))
     p = plan(spec(OLD), mid)
-    assert (p.phase, models(p)) == (rollout.CATCHING_UP, (OLD, OLD)) and p.catchup.model == OLD
-    # ... and stays there until that catch-up succeeded.
-    p = plan(spec(OLD), serving(OLD, catchup_pending=True))
-    assert p.phase == rollout.CATCHING_UP
-    assert plan(spec(OLD), serving(OLD)).phase == rollout.COMPLETE
+    assert (p.phase, models(p)) == (rollout.CATCHING_UP, (OLD, OLD)) and p.catchup is None
+    assert p.catchup_owed == OLD and p.retain_servers == (NEW,), "old worker pods keep their server"
+    # The worker's annotation is back, its pods not yet: still no catch-up, still owed.
+    p = plan(spec(OLD), serving(OLD, catchup_owed=OLD, worker_rolled_out=False))
+    assert p.catchup is None and p.catchup_owed == OLD
+    p = plan(spec(OLD), serving(OLD, catchup_owed=OLD))
+    assert p.phase == rollout.CATCHING_UP and p.catchup.model == OLD
+    p = plan(spec(OLD), serving(OLD, catchup_owed=OLD, catchup_failed=True, catchup_pending=True))
+    assert "failed" in p.waiting
+    done = plan(spec(OLD), serving(OLD, catchup_owed=OLD, caught_up=True))
+    assert done.phase == rollout.COMPLETE and done.catchup_owed is None
+
+
+def test_the_switch_waits_for_the_apis_pods_before_the_old_server_goes_or_a_prune():
+    just = serving(NEW, backfilled=frozenset({OLD, NEW}), previous=OLD, api_rolled_out=False)
+    p = plan(spec(NEW, retainPrevious=False), just)
+    assert p.phase == rollout.SWITCHING and p.retain_servers == (OLD,) and p.prune is None
+    assert plan(spec(NEW, retainPrevious=False), serving(NEW, previous=OLD)).prune == OLD
+
+
+def test_lexical_to_hybrid_waits_for_the_models_migration():
+    lexical_api = Observed(migrated=False, api_exists=True, api_image="backscroll:1", api_embeddings=None)
+    p = plan(spec(NEW), lexical_api)
+    assert models(p) == (None, None) and p.image == "backscroll:1"
+    p = plan(spec(NEW), Observed(migrated=True, api_exists=True, api_image="backscroll:1"))
+    assert models(p) == (NEW, NEW)
 
 
 @pytest.mark.parametrize("migrated", [True, False])
 def test_an_api_without_the_annotation_is_taken_to_serve_the_spec(migrated):
-    legacy = Observed(migrated=migrated, api_exists=True, api_image="backscroll:1", worker_exists=True,
-                      worker_embeddings=None, backfilled=frozenset({NEW}))
+    legacy = Observed(migrated=migrated, api_exists=True, api_image="backscroll:1", api_annotated=False,
+                      worker_exists=True, worker_embeddings=None, backfilled=frozenset({NEW}))
     p = plan(spec(NEW), legacy)
     assert models(p) == (NEW, NEW)

@@ -205,19 +205,24 @@ def job_named(api, prefix: str, model: str) -> str:
                                                          ["containers"][0]["args"])))
 
 
-def walk_to(api, status_server, target: str, serving: str) -> None:
+def walk_to(api, status_server, target: str, serving: str, kept: bool = False) -> None:
     """Play a rollout from `serving` to `target` through each phase, checking that search keeps
-    serving `serving` until the end."""
+    serving `serving` until the end. `kept`: the target's vectors and backfill record are there
+    from before (a rollback), so no backfill runs."""
     api.complete_job(job_named(api, "search-migrate-", target))
-    backfill = job_named(api, "search-backfill-", target)
-    eventually(lambda: rollout_of(api).get("phase") == "Backfilling")
-    assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
-    assert env_of(api, "search-worker")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
-    ready = condition(api, "search", "Ready")
-    assert (ready["status"], ready["reason"]) == ("False", "ModelRollingOut") and target in ready["message"]
-    assert api.get("searchindexes", "search")["status"]["mode"] == "hybrid", "search stays hybrid on the old model"
-    status_server.reports["search"] = two_models(serving, target, target_coverage=0.99)
-    api.complete_job(backfill)
+    if kept:
+        eventually(lambda: rollout_of(api).get("phase") == "CatchingUp")
+        status_server.reports["search"] = two_models(serving, target, target_coverage=0.99)
+    else:
+        backfill = job_named(api, "search-backfill-", target)
+        eventually(lambda: rollout_of(api).get("phase") == "Backfilling")
+        assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
+        assert env_of(api, "search-worker")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
+        ready = condition(api, "search", "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "ModelRollingOut") and target in ready["message"]
+        assert api.get("searchindexes", "search")["status"]["mode"] == "hybrid", "search stays hybrid on the old model"
+        status_server.reports["search"] = two_models(serving, target, target_coverage=0.99)
+        api.complete_job(backfill)
     # The worker moves first; the catch-up waits for its pods.
     eventually(lambda: env_of(api, "search-worker")["BACKSCROLL_EMBEDDINGS_MODEL"] == target)
     assert env_of(api, "search-api")["BACKSCROLL_EMBEDDINGS_MODEL"] == serving
@@ -247,8 +252,10 @@ def test_a_new_model_rolls_out_blue_green(api, operator, status_server):
         assert status["model"] == NEW and status["rollout"]["phase"] == "Complete"
         assert status["rollout"]["previousModel"] == MODEL
         assert {m["model"]: m["role"] for m in status["models"]} == {NEW: "serving", MODEL: "previous"}
-        # The old model's server, its backfill record and the catch-up go; its vectors stay.
-        eventually(lambda: SERVER not in api.names("deployments") and old not in api.names("jobs"))
+        # The old model's server and the catch-up go; its vectors stay, and so does its backfill
+        # record (a rollback then needs only a catch-up).
+        eventually(lambda: SERVER not in api.names("deployments"))
+        assert old in api.names("jobs")
         eventually(lambda: not [n for n in api.names("jobs") if n.startswith("search-catchup-")])
         assert not [n for n in api.names("jobs") if n.startswith("search-prune-")], "retainPrevious defaults to true"
 
@@ -263,7 +270,7 @@ def test_a_rollback_while_the_old_vectors_are_kept(api, operator, status_server)
         api.patch("searchindexes", "search", {"spec": {"embeddings": {"model": MODEL, "dimensions": 384}}})
         eventually(lambda: SERVER in api.names("deployments"))
         api.roll_out(SERVER)
-        walk_to(api, status_server, MODEL, NEW)
+        walk_to(api, status_server, MODEL, NEW, kept=True)
         assert api.get("searchindexes", "search")["status"]["model"] == MODEL
 
 

@@ -1,0 +1,271 @@
+"""Issue 21's scenarios as a platform team runs them: the real `kubectl` against the emulator,
+the real operator, the samples from k8s/samples. The tests play what no emulator has: the Job and
+Deployment controllers (status patches) and the Backscroll API (the status server)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from backscroll_operator.builders import embeddings_name
+from backscroll_operator.names import Owner
+
+from .conftest import NS, eventually, report
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "k8s/samples"
+MODEL = "multilingual-e5-small"
+NEW = "arctic-embed-l-v2.0@256"
+
+
+def server_of(model: str, name: str = "search") -> str:
+    return embeddings_name(Owner(name, NS, ""), model)
+
+
+def jobs(api, prefix: str) -> list[str]:
+    return sorted(n for n in api.names("jobs") if n.startswith(prefix))
+
+
+def one_job(api, prefix: str) -> str:
+    return eventually(lambda: (found := jobs(api, prefix)) and found[-1])
+
+
+def token_in(api, secret: str) -> str:
+    live = api.get("secrets", secret)
+    if "token" in (live.get("data") or {}):
+        return base64.b64decode(live["data"]["token"]).decode()
+    return live["stringData"]["token"]
+
+
+def secret(kubectl, name: str, **data: str) -> None:
+    """`kubectl create secret generic --dry-run=client -o yaml | kubectl apply -f -`: how a
+    pipeline writes a Secret (the emulator speaks JSON and YAML, not kubectl's protobuf)."""
+    rendered = kubectl("create", "secret", "generic", name, "--dry-run=client", "-o", "yaml",
+                       *[f"--from-literal={k}={v}" for k, v in data.items()])
+    kubectl("apply", "-f", "-", input=rendered)
+
+
+def jsonpath(kubectl, kind_name: str, path: str) -> str:
+    return kubectl("get", kind_name, "-o", f"jsonpath={path}")
+
+
+def register_token(api, status_server, name: str = "search") -> str:
+    """Play the register Job: the API now accepts the token in the operator's Secret."""
+    job = one_job(api, f"{name}-register-")
+    token = token_in(api, f"{name}-status-token")
+    assert token.startswith("bks_status_")
+    status_server.tokens.add(token)
+    api.complete_job(job)
+    return token
+
+
+def bring_up_sample(kubectl, api, status_server, sample: str = "searchindex.yaml", name: str = "search") -> str:
+    """`kubectl apply -f` the sample with only the database Secret made beforehand, and play the
+    cluster until it is Ready. Returns the registered status token."""
+    secret(kubectl, "backscroll-db", uri="postgresql://u:p@db/backscroll")
+    kubectl("apply", "-f", str(SAMPLES / sample))
+    api.complete_job(one_job(api, f"{name}-migrate-"))
+    token = register_token(api, status_server, name)
+    body = yaml.safe_load((SAMPLES / sample).read_text())
+    model = (body["spec"].get("embeddings") or {}).get("model")
+    children = [f"{name}-api"]
+    if model:
+        api.complete_job(one_job(api, f"{name}-backfill-"))
+        children += [f"{name}-worker", server_of(model, name)]
+    for child in children:
+        eventually(lambda: api.get("deployments", child))
+        api.roll_out(child)
+    status_server.reports[name] = report("hybrid", model, embedded=120, total=120) if model else report("lexical")
+    out = kubectl("wait", "--for=condition=Ready", f"searchindex/{name}", "--timeout=60s", timeout=90)
+    assert out.strip() == f"searchindex.search.backscroll.dev/{name} condition met"
+    return token
+
+
+def get_table(kubectl, *args: str) -> list[dict[str, str]]:
+    """`kubectl get` as rows of {column: value}, split at the header's column starts."""
+    lines = kubectl("get", *args).rstrip("\n").splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    names = lines[0].split()
+    rows = []
+    for line in lines[1:]:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+        rows.append(dict(zip(names, cells)))
+    return rows
+
+
+def test_zero_manual_steps_from_apply_to_ready_with_the_operators_own_status_token(kubectl, api, operator,
+                                                                                 status_server):
+    with operator():
+        token = bring_up_sample(kubectl, api, status_server)
+        # The operator read the status with its own status token, never an admin token.
+        assert status_server.seen_tokens and set(status_server.seen_tokens) <= {f"Bearer {token}", "Bearer "}
+        assert f"Bearer {token}" in status_server.seen_tokens
+        register = one_job(api, "search-register-")
+        args = api.get("jobs", register)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[:4] == ["tokens", "register", "--kind", "status"] and token not in json.dumps(args)
+        (row,) = get_table(kubectl, "searchindexes")
+        assert {k: row[k] for k in ("NAME", "MODE", "MODEL", "COVERAGE", "READY")} == {
+            "NAME": "search", "MODE": "hybrid", "MODEL": MODEL, "COVERAGE": "100%", "READY": "True"}
+        assert get_table(kubectl, "sidx") == [row], "the short name answers the same"
+
+        # Rotation: delete the Secret; a new token and a new register Job, and Ready again.
+        kubectl("delete", "secret", "search-status-token")
+        eventually(lambda: api.get("secrets", "search-status-token") and token_in(api, "search-status-token") != token)
+        eventually(lambda: len(jobs(api, "search-register-")) == 1 and jobs(api, "search-register-")[0] != register)
+        status_server.tokens.discard(token)  # the old one is revoked by the new registration
+        eventually(lambda: jsonpath(kubectl, "sidx/search", '{.status.conditions[?(@.type=="Ready")].reason}')
+                   == "StatusUnreadable")
+        rotated = register_token(api, status_server)
+        assert rotated != token
+        kubectl("wait", "--for=condition=Ready", "searchindex/search", "--timeout=60s", timeout=90)
+
+
+def test_drift_is_reverted_by_the_watch_not_the_resync(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server)
+    # A resync every 10 minutes: whatever happens within seconds below comes from the watch.
+    with operator(interval_s=600):
+        kubectl("scale", "deployment/search-api", "--replicas=5")
+        kubectl("set", "image", "deployment/search-api", "api=evil:latest")
+
+        def reverted():
+            live = api.get("deployments", "search-api")
+            return live["spec"]["replicas"] == 2 and \
+                live["spec"]["template"]["spec"]["containers"][0]["image"] == "backscroll:0.1.0"
+        eventually(reverted, timeout=15)
+        kubectl("delete", "service", "search-api", "--wait=false")
+        eventually(lambda: api.get("services", "search-api"), timeout=15)
+        managers = {m["manager"] for m in api.get("deployments", "search-api")["metadata"].get("managedFields") or []
+                    if m.get("operation") == "Apply"}
+        assert managers == {"backscroll-operator"}
+
+
+def test_replicas_left_to_an_autoscaler_are_not_reverted(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server)
+        kubectl("patch", "searchindex", "search", "--type=merge", "-p", '{"spec":{"api":{"manageReplicas":false}}}')
+        eventually(lambda: jsonpath(kubectl, "sidx/search", "{.status.observedGeneration}") == "2")
+        kubectl("scale", "deployment/search-api", "--replicas=7")  # what an HPA does
+        kubectl("set", "image", "deployment/search-api", "api=evil:latest")
+        eventually(lambda: api.get("deployments", "search-api")["spec"]["template"]["spec"]["containers"][0]["image"]
+                   == "backscroll:0.1.0")
+        assert api.get("deployments", "search-api")["spec"]["replicas"] == 7
+
+
+def test_a_model_rolled_out_blue_green_as_kubectl_shows_it(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server)
+        kubectl("patch", "searchindex", "search", "--type=merge", "-p",
+                json.dumps({"spec": {"embeddings": {"model": NEW, "dimensions": 256}}}))
+        api.complete_job(eventually(lambda: next(n for n in jobs(api, "search-migrate-")
+                                                 if NEW in json.dumps(api.get("jobs", n)["spec"]))))
+        eventually(lambda: api.get("deployments", server_of(NEW)))
+        api.roll_out(server_of(NEW))
+        eventually(lambda: jsonpath(kubectl, "sidx/search", "{.status.rollout.phase}") == "Backfilling")
+        (row,) = get_table(kubectl, "sidx", "-o", "wide")
+        assert (row["MODE"], row["MODEL"], row["READY"], row["ROLLOUT"], row["TARGET"]) == \
+            ("hybrid", MODEL, "False", "Backfilling", NEW), "search keeps serving the old model"
+        describe = kubectl("describe", "sidx", "search")
+        assert "ModelRollingOut" in describe and f"rolling out {NEW}" in describe
+        # Backfilled: the worker moves, a catch-up runs, then the API switches at full coverage.
+        old = report("hybrid", MODEL, embedded=100, total=100)
+        new = report("hybrid", NEW, dimensions=256, embedded=100, total=100)["models"][0]
+        status_server.reports["search"] = {**old, "models": [*old["models"], {**new, "current": False}]}
+        api.complete_job(next(n for n in jobs(api, "search-backfill-") if "arctic" in n))
+        eventually(lambda: "arctic" in jsonpath(kubectl, "deploy/search-worker",
+                                                '{.spec.template.spec.containers[0].env[?(@.name=="BACKSCROLL_EMBEDDINGS_MODEL")].value}'))
+        api.roll_out("search-worker")
+        api.complete_job(one_job(api, "search-catchup-"))
+        eventually(lambda: "arctic" in jsonpath(kubectl, "deploy/search-api",
+                                                '{.spec.template.spec.containers[0].env[?(@.name=="BACKSCROLL_EMBEDDINGS_MODEL")].value}'))
+        api.roll_out("search-api")
+        status_server.reports["search"] = {**report("hybrid", NEW, dimensions=256, embedded=100, total=100)}
+        kubectl("wait", "--for=condition=Ready", "sidx/search", "--timeout=60s", timeout=90)
+        (row,) = get_table(kubectl, "sidx", "-o", "wide")
+        assert (row["MODE"], row["MODEL"], row["READY"], row["ROLLOUT"]) == ("hybrid", NEW, "True", "Complete")
+        eventually(lambda: server_of(MODEL) not in api.names("deployments"))
+
+
+def test_no_deployment_rolls_an_image_before_its_migration(kubectl, api, operator, status_server):
+    image = '{.spec.template.spec.containers[0].image}'
+    with operator():
+        bring_up_sample(kubectl, api, status_server, sample="searchindex-lexical.yaml", name="search-lexical")
+        kubectl("patch", "sidx", "search-lexical", "--type=merge", "-p", '{"spec":{"image":"backscroll:0.2.0"}}')
+        migration = eventually(lambda: next(n for n in jobs(api, "search-lexical-migrate-")
+                                            if "0.2.0" in json.dumps(api.get("jobs", n)["spec"])))
+        eventually(lambda: jsonpath(kubectl, "sidx/search-lexical", "{.status.observedGeneration}") == "2")
+        assert jsonpath(kubectl, "deploy/search-lexical-api", image) == "backscroll:0.1.0"
+        ready = jsonpath(kubectl, "sidx/search-lexical", '{.status.conditions[?(@.type=="Ready")].reason}')
+        assert ready == "WaitingForMigrations"
+        api.complete_job(migration)
+        eventually(lambda: jsonpath(kubectl, "deploy/search-lexical-api", image) == "backscroll:0.2.0")
+
+
+def test_deleting_never_hangs_on_an_absent_operator(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server, sample="searchindex-lexical.yaml", name="search-lexical")
+        assert not api.get("searchindexes", "search-lexical")["metadata"].get("finalizers")
+    # The operator is gone; deleting returns at once, and the children go with their owner.
+    kubectl("delete", "sidx", "search-lexical", "--timeout=20s", timeout=40)
+    assert api.get("searchindexes", "search-lexical") is None
+    eventually(lambda: not {"search-lexical-api"} & (api.names("deployments") | api.names("services")))
+
+
+def test_deletion_policy_delete_purges_first(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server, sample="searchindex-lexical.yaml", name="search-lexical")
+        kubectl("patch", "sidx", "search-lexical", "--type=merge", "-p", '{"spec":{"deletionPolicy":"delete"}}')
+        eventually(lambda: api.get("searchindexes", "search-lexical")["metadata"].get("finalizers")
+                   == ["search.backscroll.dev/purge-database"])
+        kubectl("delete", "sidx", "search-lexical", "--wait=false")
+        purge = one_job(api, "search-lexical-purge")
+        args = api.get("jobs", purge)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args == ["purge", "--yes-delete-all-data"]
+        eventually(lambda: "search-lexical-api" not in api.names("deployments")), "nothing writes while rows go"
+        assert api.get("searchindexes", "search-lexical") is not None, "held until the purge succeeded"
+        api.complete_job(purge)
+        eventually(lambda: api.get("searchindexes", "search-lexical") is None)
+
+
+def test_the_documented_way_out_of_a_purge_finalizer(kubectl, api, operator, status_server):
+    with operator():
+        bring_up_sample(kubectl, api, status_server, sample="searchindex-lexical.yaml", name="search-lexical")
+        kubectl("patch", "sidx", "search-lexical", "--type=merge", "-p", '{"spec":{"deletionPolicy":"delete"}}')
+        eventually(lambda: api.get("searchindexes", "search-lexical")["metadata"].get("finalizers"))
+    kubectl("delete", "sidx", "search-lexical", "--wait=false")
+    assert api.get("searchindexes", "search-lexical")["metadata"].get("deletionTimestamp")
+    docs = (ROOT / "docs/operator.md").read_text()
+    patch = re.search(r"kubectl patch searchindex search --type=json \\\n\s+-p '(.+)'", docs).group(1)
+    kubectl("patch", "searchindex", "search-lexical", "--type=json", "-p", patch)
+    assert api.get("searchindexes", "search-lexical") is None
+
+
+def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_pods(kubectl, api, operator,
+                                                                                 status_server):
+    checksum = '{.spec.template.metadata.annotations.search\\.backscroll\\.dev/secrets-checksum}'
+    with operator():
+        kubectl("apply", "-f", str(SAMPLES / "searchindex-cnpg.yaml"))
+        eventually(lambda: jsonpath(kubectl, "sidx/search", '{.status.conditions[?(@.type=="Ready")].reason}')
+                   == "SecretMissing")
+        assert "backscroll-pg-app" in kubectl("describe", "sidx", "search")
+        # What CloudNativePG writes once the cluster bootstrapped.
+        secret(kubectl, "backscroll-pg-app", uri="postgresql://backscroll:pw1@backscroll-pg-rw:5432/backscroll",
+               username="backscroll", password="pw1", dbname="backscroll")
+        api.complete_job(one_job(api, "search-migrate-"))
+        register_token(api, status_server)
+        env = eventually(lambda: {e["name"]: e for e in api.get("deployments", "search-api")["spec"]["template"]
+                                  ["spec"]["containers"][0]["env"]})
+        assert env["BACKSCROLL_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "backscroll-pg-app", "key": "uri"}
+        assert env["BACKSCROLL_DATABASE_READ_URL"]["value"].startswith(
+            "postgresql://$(BACKSCROLL_CNPG_USER)@backscroll-pg-ro.default.svc:5432/")
+        before = jsonpath(kubectl, "deploy/search-api", checksum)
+        assert before
+        secret(kubectl, "backscroll-pg-app", uri="postgresql://backscroll:pw2@backscroll-pg-rw:5432/backscroll",
+               username="backscroll", password="pw2", dbname="backscroll")
+        eventually(lambda: jsonpath(kubectl, "deploy/search-api", checksum) not in ("", before))
+        eventually(lambda: jsonpath(kubectl, "deploy/search-worker", checksum) ==
+                   jsonpath(kubectl, "deploy/search-api", checksum))
