@@ -141,3 +141,9 @@ def test_every_value_has_a_doc_comment():
         return not isinstance(node, dict) or not node
     assert len(keys) > 20
     assert [path for path, documented in keys if is_leaf(path) and not documented] == []
+
+
+def test_the_cnpg_example_names_the_cluster_and_no_secret(render):
+    (index,) = of_kind(render(CHART / "examples/cnpg.yaml"), "SearchIndex")
+    assert index["spec"]["database"] == {"cnpgClusterRef": {"name": "backscroll-pg", "readService": "ro"}}
+    assert "statusTokenSecretRef" not in (index["spec"].get("api") or {}), "the operator makes its own token"

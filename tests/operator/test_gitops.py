@@ -87,7 +87,10 @@ def bring_up_sample(kubectl, api, status_server, sample: str = "searchindex.yaml
 
 def get_table(kubectl, *args: str) -> list[dict[str, str]]:
     """`kubectl get` as rows of {column: value}, split at the header's column starts."""
-    lines = kubectl("get", *args).rstrip("\n").splitlines()
+    return table(kubectl("get", *args).rstrip("\n").splitlines())
+
+
+def table(lines: list[str]) -> list[dict[str, str]]:
     starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
     names = lines[0].split()
     rows = []
@@ -111,6 +114,9 @@ def test_zero_manual_steps_from_apply_to_ready_with_the_operators_own_status_tok
         assert {k: row[k] for k in ("NAME", "MODE", "MODEL", "COVERAGE", "READY")} == {
             "NAME": "search", "MODE": "hybrid", "MODEL": MODEL, "COVERAGE": "100%", "READY": "True"}
         assert get_table(kubectl, "sidx") == [row], "the short name answers the same"
+        describe = kubectl("describe", "sidx", "search")
+        assert re.search(r"Type:\s+Ready", describe) and "Events:" in describe
+        assert re.search(r"Normal\s+Ready\s+.*backscroll-operator", describe), describe
 
         # Rotation: delete the Secret; a new token and a new register Job, and Ready again.
         kubectl("delete", "secret", "search-status-token")
@@ -269,3 +275,54 @@ def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_po
         eventually(lambda: jsonpath(kubectl, "deploy/search-api", checksum) not in ("", before))
         eventually(lambda: jsonpath(kubectl, "deploy/search-worker", checksum) ==
                    jsonpath(kubectl, "deploy/search-api", checksum))
+
+
+def console_blocks(path: Path) -> list[tuple[list[str], list[str]]]:
+    """(command argv after `kubectl`, expected output lines) for each `$ kubectl ...` line of the
+    file's ```console blocks."""
+    found = []
+    for block in re.findall(r"```console\n(.*?)```", path.read_text(), flags=re.S):
+        command, output = None, []
+        for line in [*block.splitlines(), "$ "]:
+            if line.startswith("$ "):
+                if command and command[0] == "kubectl":
+                    found.append((command[1:], output))
+                command, output = line[2:].split(), []
+            else:
+                output.append(line)
+    return found
+
+
+def test_the_readmes_kubectl_output_is_what_kubectl_prints(kubectl, api, operator, status_server):
+    """README.md's and docs/operator.md's `kubectl get` and `kubectl wait` blocks, run for real:
+    a hybrid index, a lexical one, and a new one still backfilling its first model."""
+    blocks = [(args, out) for doc in (ROOT / "README.md", ROOT / "docs/operator.md")
+              for args, out in console_blocks(doc) if args[0] in ("get", "wait")]
+    assert any(a[:2] == ["get", "searchindexes"] for a, _ in blocks), "the README shows `kubectl get searchindexes`"
+    with operator():
+        bring_up_sample(kubectl, api, status_server)
+        bring_up_sample(kubectl, api, status_server, sample="searchindex-lexical.yaml", name="search-lexical")
+        new = yaml.safe_load((SAMPLES / "searchindex.yaml").read_text())
+        new["metadata"]["name"] = "search-new"
+        new["spec"]["embeddings"] = {"model": NEW, "dimensions": 256, "external": {"url": "https://emb.example/v1"}}
+        kubectl("apply", "-f", "-", input=yaml.safe_dump(new))
+        api.complete_job(one_job(api, "search-new-migrate-"))
+        register_token(api, status_server, "search-new")
+        for child in ("search-new-api", "search-new-worker"):
+            eventually(lambda: api.get("deployments", child))
+            api.roll_out(child)
+        status_server.reports["search-new"] = report(
+            "degraded", NEW, dimensions=256, embedded=425, total=1000,
+            degradation={"category": "backfilling", "coverage": 0.425, "detail": "hybrid over embedded messages"})
+        eventually(lambda: jsonpath(kubectl, "sidx/search-new", "{.status.coverage}") == "42.5%")
+        for args, expected in blocks:
+            actual = kubectl(*args, timeout=90).rstrip("\n").splitlines()
+            expected = [line for line in expected if line.strip()]
+            assert len(actual) == len(expected), (args, actual)
+            if args[0] == "wait":
+                assert actual == expected
+                continue
+            assert actual[0].split() == expected[0].split(), "the columns"
+            # Every cell but AGE, which is whatever time the test took.
+            assert [{k: v for k, v in row.items() if k != "AGE"} for row in table(actual)] == \
+                [{k: v for k, v in row.items() if k != "AGE"} for row in table(expected)], args
