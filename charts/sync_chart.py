@@ -5,13 +5,21 @@ Two things are derived from the CRD:
 - charts/backscroll/crds/ holds the CRD file byte for byte (Helm installs crds/ as they are);
 - values.schema.json's `searchIndex.spec` is the CRD's spec schema, closed (additionalProperties:
   false) wherever the CRD lists properties, so a typo in values fails `helm install` instead of
-  being pruned silently by the API server.
+  being pruned silently by the API server;
+- the CRD's CEL rules (x-kubernetes-validations) become JSON-schema constructs beside them, so
+  `helm install` refuses what the API server would (e.g. server and external together). The rules
+  translated are the presence logic CEL writes with has(): `has(self.a) != has(self.b)` (exactly
+  one: oneOf), `!(has(self.a) && has(self.b))` (not both: not/required), with `!`, `&&`, `||`,
+  `==`, `!=` and parentheses. Transition rules (they read oldSelf) have no counterpart in values and
+  are left to the API server. Any other rule stops the sync: translate it here, or list it in
+  SERVER_ONLY_RULES with the reason Helm cannot check it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -25,8 +33,112 @@ CHART_CRD = CHART / "crds" / CRD.name
 VALUES_SCHEMA = CHART / "values.schema.json"
 
 
+# CEL rules values.schema.json cannot express (rule text -> why); the API server still checks them.
+SERVER_ONLY_RULES: dict[str, str] = {}
+# Rules Helm checks only in part (rule text -> (the part Helm checks, why)); the API server checks all.
+HELM_CHECKS_PART: dict[str, tuple[str, str]] = {
+    "has(self.secretRef) != has(self.cnpgClusterRef)": (
+        "has(self.secretRef) || has(self.cnpgClusterRef)",
+        "values.yaml sets secretRef, and a values file drops it with `secretRef: null`, which `helm lint` "
+        "ignores (it validates the default beside cnpgClusterRef; template and install drop it): Helm "
+        "checks that one is given, the API server that exactly one is"),
+}
+
+_TOKEN = re.compile(r"\s*(has\(self\.([A-Za-z_][A-Za-z0-9_]*)\)|&&|\|\||!=|==|!|\(|\))")
+
+
+class UntranslatableRule(ValueError):
+    pass
+
+
+def _has(name: str) -> dict:
+    # A key set to null is no field: the API server prunes it, and `helm lint` keeps the nulls a
+    # values file writes to drop a default (`secretRef: null`) where `helm template` removes them.
+    return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+
+
+def cel_to_schema(rule: str) -> dict:
+    """The JSON schema that holds exactly when the CEL presence rule does (see the module's doc)."""
+    tokens, pos, text = [], 0, rule.strip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise UntranslatableRule(f"cannot translate the CEL rule {rule!r} into values.schema.json: add it to "
+                                     f"SERVER_ONLY_RULES in charts/sync_chart.py, or teach cel_to_schema its form")
+        tokens.append(("has", match.group(2)) if match.group(2) else (match.group(1), None))
+        pos = match.end()
+    tokens.append(("end", None))
+    at = 0
+
+    def take(kind: str | None = None) -> tuple[str, str | None]:
+        nonlocal at
+        token = tokens[at]
+        if kind is not None and token[0] != kind:
+            raise UntranslatableRule(f"cannot translate the CEL rule {rule!r}: expected {kind}, found {token[0]}")
+        at += 1
+        return token
+
+    def unary() -> dict:
+        kind, name = take()
+        if kind == "!":
+            return {"not": unary()}
+        if kind == "(":
+            inner = disjunction()
+            take(")")
+            return inner
+        if kind == "has":
+            return _has(name)
+        raise UntranslatableRule(f"cannot translate the CEL rule {rule!r}: unexpected {kind}")
+
+    def equality() -> dict:
+        left = unary()
+        if tokens[at][0] in ("!=", "=="):
+            op, _ = take()
+            right = unary()
+            if op == "!=":
+                return {"oneOf": [left, right]}  # exactly one of two booleans holds
+            return {"anyOf": [{"allOf": [left, right]}, {"allOf": [{"not": left}, {"not": right}]}]}
+        return left
+
+    def conjunction() -> dict:
+        parts = [equality()]
+        while tokens[at][0] == "&&":
+            take()
+            parts.append(equality())
+        if len(parts) > 1 and all(set(p) == {"required", "properties"} for p in parts):
+            return {"required": [n for p in parts for n in p["required"]],
+                    "properties": {n: s for p in parts for n, s in p["properties"].items()}}
+        return parts[0] if len(parts) == 1 else {"allOf": parts}
+
+    def disjunction() -> dict:
+        parts = [conjunction()]
+        while tokens[at][0] == "||":
+            take()
+            parts.append(conjunction())
+        return parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+    schema = disjunction()
+    take("end")
+    return schema
+
+
+def _rules(node: dict) -> list[dict]:
+    """The node's CEL rules as JSON schemas, each with the rule's message as its $comment."""
+    translated = []
+    for validation in node.get("x-kubernetes-validations") or []:
+        rule = validation["rule"]
+        if "oldSelf" in rule or rule in SERVER_ONLY_RULES:
+            continue
+        rule = HELM_CHECKS_PART.get(rule, (rule, ""))[0]
+        translated.append({"$comment": validation.get("message", rule), **cel_to_schema(rule)})
+    return translated
+
+
 def _close(node: dict) -> dict:
+    rules = _rules(node)
     node = {k: v for k, v in node.items() if not k.startswith("x-kubernetes-")}
+    if rules:
+        node["allOf"] = [*node.get("allOf", []), *rules]
     if "properties" in node:
         node["properties"] = {name: _close(child) for name, child in node["properties"].items()}
         node["additionalProperties"] = False
@@ -37,7 +149,9 @@ def _close(node: dict) -> dict:
 
 def spec_schema(crd_text: str) -> dict:
     crd = yaml.safe_load(crd_text)
-    (version,) = crd["spec"]["versions"]
+    # The values describe the storage version's spec (every served version has the same schema
+    # while conversion is None: tests/operator/test_crd.py holds them to it).
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     spec = _close(copy.deepcopy(version["schema"]["openAPIV3Schema"]["properties"]["spec"]))
     # The chart fills spec.image from searchIndex.image when values leave it out.
     spec["required"] = [r for r in spec.get("required", []) if r != "image"]

@@ -18,6 +18,11 @@ from .spec import SearchIndexSpec
 
 CONDITIONS = ("MigrationsApplied", "EmbeddingsAvailable", "BackfillComplete", "Ready")
 
+# The reason of a condition that does not apply to this spec (lexical: EmbeddingsAvailable and
+# BackfillComplete): its status is Unknown, not False, so that nothing reads "not applicable" as
+# "broken" (`kubectl wait --for=condition=EmbeddingsAvailable=False` does not fire for it).
+NOT_APPLICABLE = "NotApplicable"
+
 # Reasons that mean something is wrong rather than still under way: their Events are Warnings.
 WARNING_REASONS = frozenset({
     "InvalidSpec", "SecretMissing", "MigrationFailed", "BackfillFailed", "EndpointUnavailable",
@@ -131,7 +136,7 @@ def _migrations(facts: Facts) -> dict:
 
 def _embeddings(spec: SearchIndexSpec, facts: Facts, plan: Plan) -> dict:
     if spec.embeddings is None:
-        return _condition("EmbeddingsAvailable", False, "NotConfigured", "spec.embeddings is not set: search is lexical")
+        return _condition("EmbeddingsAvailable", None, NOT_APPLICABLE, "spec.embeddings is not set: search is lexical")
     if facts.server is not None and not facts.server.ready:
         return _condition("EmbeddingsAvailable", False, "ServerNotReady", facts.server.describe())
     if facts.report is None:
@@ -148,7 +153,7 @@ def _embeddings(spec: SearchIndexSpec, facts: Facts, plan: Plan) -> dict:
 
 def _backfill(spec: SearchIndexSpec, facts: Facts) -> dict:
     if spec.embeddings is None or facts.backfill is None:
-        return _condition("BackfillComplete", False, "NotConfigured", "spec.embeddings is not set: nothing to embed")
+        return _condition("BackfillComplete", None, NOT_APPLICABLE, "spec.embeddings is not set: nothing to embed")
     job = facts.backfill
     entry = _current_model(facts.report, spec.embeddings.model)
     counts = f" ({entry['embedded']} of {entry['total']} messages embedded)" if entry else ""
@@ -232,15 +237,20 @@ def _rollout(spec: SearchIndexSpec, plan: Plan) -> dict | None:
             "previousModel": plan.previous, "catchUpOwed": plan.catchup_owed, "waitingFor": plan.waiting or None}
 
 
-def merge_conditions(old: list | None, new: list[dict], now: str) -> list[dict]:
-    """New conditions, keeping lastTransitionTime where the status did not change."""
+def merge_conditions(old: list | None, new: list[dict], now: str, generation: int | None = None) -> list[dict]:
+    """New conditions, keeping lastTransitionTime where the status did not change; each new one
+    carries the metadata.generation it was computed for (observedGeneration, as in metav1.Condition)."""
     before = {c["type"]: c for c in old or []}
     merged = []
     for cond in new:
         prior = before.get(cond["type"])
         changed = prior is None or prior.get("status") != cond["status"]
-        merged.append({**cond, "lastTransitionTime": now if changed else prior.get("lastTransitionTime", now)})
-    # Conditions this pass did not compute (e.g. after a spec error) are kept as they were.
+        cond = {**cond, "lastTransitionTime": now if changed else prior.get("lastTransitionTime", now)}
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        merged.append(cond)
+    # Conditions this pass did not compute (e.g. after a spec error) are kept as they were, their
+    # observedGeneration included: they still describe the generation they were computed for.
     seen = {c["type"] for c in new}
     merged += [c for c in old or [] if c["type"] not in seen]
     return sorted(merged, key=lambda c: CONDITIONS.index(c["type"]) if c["type"] in CONDITIONS else 99)
@@ -265,7 +275,7 @@ def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dic
         "coverage": _percent(current["coverage"]) if current else None,
         "models": models,
         "rollout": _rollout(spec, plan),
-        "conditions": merge_conditions(old.get("conditions"), list(conditions.values()), now),
+        "conditions": merge_conditions(old.get("conditions"), list(conditions.values()), now, generation),
     }
 
 
@@ -275,7 +285,7 @@ def failed(old: dict | None, generation: int | None, reason: str, message: str, 
     old = old or {}
     ready = _condition("Ready", False, reason, message)
     return {"observedGeneration": generation, "mode": old.get("mode"),
-            "conditions": merge_conditions(old.get("conditions"), [ready], now)}
+            "conditions": merge_conditions(old.get("conditions"), [ready], now, generation)}
 
 
 def transitions(old: dict | None, new: dict) -> list[tuple[str, str, str]]:

@@ -46,7 +46,27 @@ def test_names_scope_and_status(crd):
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Mode", "Model", "Coverage", "Ready", "Age"]
     wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
-    assert wide == ["Rollout", "Target"]
+    assert wide == ["Rollout", "Target", "Reason"]
+    (reason,) = [c for c in version["additionalPrinterColumns"] if c["name"] == "Reason"]
+    assert reason["jsonPath"] == '.status.conditions[?(@.type=="Ready")].reason' and reason["priority"] == 1
+
+
+def test_each_condition_has_its_own_observed_generation(schema):
+    condition = schema["properties"]["status"]["properties"]["conditions"]["items"]
+    assert condition["properties"]["observedGeneration"]["type"] == "integer"
+    assert set(condition["properties"]) == {"type", "status", "reason", "message", "lastTransitionTime",
+                                            "observedGeneration"}, "the fields of a metav1.Condition"
+
+
+def test_the_versions_are_what_the_versioning_policy_says(crd):
+    """docs/operator.md's Versioning section: v1alpha1 alone, served and stored, no conversion
+    webhook; a second version comes with its own conversion strategy and this test changes with it."""
+    versions = [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]]
+    assert versions == [("v1alpha1", True, True)]
+    assert crd["spec"].get("conversion", {"strategy": "None"}) == {"strategy": "None"}
+    policy = (ROOT / "docs/operator.md").read_text().split("\n## Versioning\n", 1)[1].split("\n## ", 1)[0]
+    for promise in ("v1beta1", "storedVersions", "conversion", "deprecat"):
+        assert promise in policy, promise
 
 
 def test_every_field_says_what_it_is(schema):

@@ -53,7 +53,9 @@ def test_lexical_ready_without_worker_or_server():
     status = derive(LEXICAL, facts(worker=None, server=None, backfill=None, report=report("lexical")), 1, None, NOW)
     assert status["mode"] == "lexical" and status["model"] is None and status["coverage"] is None
     assert conditions(status)["Ready"] == ("True", "Ready")
-    assert conditions(status)["EmbeddingsAvailable"] == ("False", "NotConfigured")
+    # Not applicable reads Unknown, not False: a lexical index is not missing its embeddings.
+    assert conditions(status)["EmbeddingsAvailable"] == ("Unknown", "NotApplicable")
+    assert conditions(status)["BackfillComplete"] == ("Unknown", "NotApplicable")
 
 
 def test_server_not_ready_is_degraded_even_if_the_api_still_says_hybrid():
@@ -123,6 +125,19 @@ def test_events_only_for_transitions():
     assert ("Warning", "ModeChanged", "search mode hybrid -> degraded") in events
     assert {reason for _, reason, _ in events} == {"ModeChanged", "ServerNotReady"}
     assert not any(reason == "ModeChanged" for _, reason, _ in transitions(None, first)), "a first mode is no change"
+
+
+def test_every_condition_carries_the_generation_it_was_computed_for():
+    first = derive(HYBRID, facts(), 1, None, NOW)
+    assert {c["type"]: c["observedGeneration"] for c in first["conditions"]} == dict.fromkeys(
+        ("MigrationsApplied", "EmbeddingsAvailable", "BackfillComplete", "Ready"), 1)
+    # A new generation that changes nothing moves observedGeneration, not lastTransitionTime.
+    second = derive(HYBRID, facts(), 2, first, LATER)
+    assert {(c["observedGeneration"], c["lastTransitionTime"]) for c in second["conditions"]} == {(2, NOW)}
+    # A spec the operator cannot act on: Ready describes generation 3, the others still generation 2.
+    broken = failed(second, 3, "InvalidSpec", "spec.embeddings.dimensions: too big", LATER)
+    assert {c["type"]: c["observedGeneration"] for c in broken["conditions"]} == {
+        "MigrationsApplied": 2, "EmbeddingsAvailable": 2, "BackfillComplete": 2, "Ready": 3}
 
 
 def test_failed_keeps_the_other_conditions():
