@@ -22,9 +22,24 @@ import json
 from .names import (EMBEDDINGS_ANNOTATION, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION,
                     SECRETS_ANNOTATION, TOKEN_ANNOTATION, Owner, child_name, labels, model_slug, selector, short_hash)
 from .rollout import Plan
-from .spec import Embeddings, SearchIndexSpec, TokenRef
+from .spec import Embeddings, PodSettings, ResourceRequirements, SearchIndexSpec, Server, TokenRef
 
 API_PORT = 8080  # what the API container listens on; the Service maps spec.api.service.port to it
+# What the embeddings server listens on: above 1024, so a non-root server binds it without
+# NET_BIND_SERVICE; its Service maps spec.embeddings.server.port to it.
+SERVER_PORT = 8080
+# The embeddings server's user (TEI's image runs as any uid with HOME and HF_HOME writable).
+SERVER_UID = 1000
+MODEL_LABEL = "search.backscroll.dev/model"
+
+# Requests and limits of each component when its `resources` is absent: Burstable pods, not
+# BestEffort ones (the first to be evicted), sized for a small index. The worker's apply to the
+# backfill, catch-up and the other Jobs too.
+DEFAULT_RESOURCES = {
+    "api": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+    "worker": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    "server": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+}
 
 
 # --- names --------------------------------------------------------------------------------------
@@ -171,13 +186,29 @@ BACKSCROLL_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup
 TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
 
 
+def _resources(given: ResourceRequirements | None, component: str) -> dict:
+    if given is None:
+        return copy.deepcopy(DEFAULT_RESOURCES[component])
+    return given.model_dump(exclude_none=True)
+
+
 def _container(spec: SearchIndexSpec, name: str, args: list[str], env: list[dict],
-               resources: dict | None = None, image: str | None = None) -> dict:
+               resources: ResourceRequirements | None = None, image: str | None = None,
+               component: str = "worker") -> dict:
     return {"name": name, "image": image or spec.image, "imagePullPolicy": spec.image_pull_policy,
             "command": ["backscroll"], "args": args, "env": env,
-            "resources": copy.deepcopy(resources or {}),
+            "resources": _resources(resources, component),
             "securityContext": copy.deepcopy(BACKSCROLL_CONTAINER_SECURITY),
             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
+
+
+# The embeddings server (TEI) under the `restricted` Pod Security profile: a fixed non-root user
+# (its image has none of its own), no capabilities, no privilege escalation, RuntimeDefault seccomp;
+# fsGroup makes the /data volume writable for that user.
+SERVER_CONTAINER_SECURITY = {"runAsNonRoot": True, "runAsUser": SERVER_UID, "allowPrivilegeEscalation": False,
+                             "capabilities": {"drop": ["ALL"]}}
+SERVER_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": SERVER_UID, "runAsGroup": SERVER_UID,
+                       "fsGroup": SERVER_UID, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _pod(containers: list[dict], restart: str = "Always", volumes: list[dict] | None = None,
@@ -188,21 +219,75 @@ def _pod(containers: list[dict], restart: str = "Always", volumes: list[dict] | 
     if backscroll:
         pod["securityContext"] = copy.deepcopy(BACKSCROLL_POD_SECURITY)
         pod["volumes"] = [*pod["volumes"], copy.deepcopy(TMP_VOLUME)]
+    else:
+        pod["securityContext"] = copy.deepcopy(SERVER_POD_SECURITY)
     return pod
+
+
+def pod_settings(*layers: PodSettings) -> PodSettings:
+    """spec.pod and a component's pod settings as one: later maps win key by key, lists append."""
+    merged: dict = {}
+    for layer in layers:
+        for key in ("node_selector", "annotations", "labels"):
+            merged[key] = {**merged.get(key, {}), **getattr(layer, key)}
+        for key in ("tolerations", "image_pull_secrets"):
+            merged[key] = [*merged.get(key, []), *(v for v in getattr(layer, key) if v not in merged.get(key, []))]
+        for key in ("affinity", "topology_spread_constraints", "priority_class_name"):
+            if getattr(layer, key) is not None:
+                merged[key] = getattr(layer, key)
+    return PodSettings(**merged)
+
+
+def _spread(owner: Owner, component: str, match: dict) -> list[dict]:
+    # Across nodes first, then zones; ScheduleAnyway: a single-node or single-zone cluster still
+    # schedules every pod.
+    return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": dict(match)}}
+            for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")]
+
+
+def _schedule(template: dict, settings: PodSettings, owner: Owner, component: str,
+              match: dict | None = None) -> dict:
+    """Puts `settings` on a pod template; `match` (a Deployment's pods' labels) adds the spread."""
+    meta, pod = template["metadata"], template["spec"]
+    # The operator's own labels win: they are what selectors, Services and policies match on.
+    meta["labels"] = {**settings.labels, **meta["labels"]}
+    if settings.annotations or meta.get("annotations"):
+        meta["annotations"] = {**settings.annotations, **(meta.get("annotations") or {})}
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        pod["tolerations"] = copy.deepcopy(settings.tolerations)
+    if settings.affinity:
+        pod["affinity"] = copy.deepcopy(settings.affinity)
+    if settings.priority_class_name:
+        pod["priorityClassName"] = settings.priority_class_name
+    if settings.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in settings.image_pull_secrets]
+    if match is not None:
+        spread = settings.topology_spread_constraints
+        constraints = _spread(owner, component, match) if spread is None else copy.deepcopy(spread)
+        if constraints:
+            pod["topologySpreadConstraints"] = constraints
+    return template
 
 
 def _deployment(name: str, owner: Owner, component: str, replicas: int | None, pod: dict,
                 strategy: str = "RollingUpdate", annotations: dict | None = None,
-                pod_annotations: dict | None = None) -> dict:
+                pod_annotations: dict | None = None, settings: PodSettings | None = None,
+                pod_labels: dict | None = None) -> dict:
+    template_labels = {**labels(owner.name, component), **(pod_labels or {})}
     spec = {
         "strategy": {"type": strategy},
         "selector": {"matchLabels": selector(owner.name, component)},
-        "template": {"metadata": {"labels": labels(owner.name, component)}, "spec": pod},
+        "template": {"metadata": {"labels": template_labels}, "spec": pod},
     }
     if replicas is not None:  # None: someone else (an HPA) owns the field; the apply leaves it
         spec = {"replicas": replicas, **spec}
     if pod_annotations:
         spec["template"]["metadata"]["annotations"] = dict(pod_annotations)
+    _schedule(spec["template"], settings or PodSettings(), owner, component,
+              match={**selector(owner.name, component), **(pod_labels or {})})
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": _meta(name, owner, component, **(annotations or {})), "spec": spec}
 
@@ -228,23 +313,24 @@ def read_embeddings(deployment: dict | None) -> Embeddings | None:
 
 
 def _job(name: str, owner: Owner, component: str, container: dict, backoff_limit: int,
-         **annotations: str) -> dict:
+         settings: PodSettings | None = None, **annotations: str) -> dict:
+    template = {"metadata": {"labels": labels(owner.name, component)}, "spec": _pod([container], restart="Never")}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": _meta(name, owner, component, **annotations),
         # No ttlSecondsAfterFinished: a finished Job is the record that its work is done; if
         # Kubernetes removed it the operator would run it again.
         "spec": {"backoffLimit": backoff_limit,
-                 "template": {"metadata": {"labels": labels(owner.name, component)},
-                              "spec": _pod([container], restart="Never")}},
+                 "template": _schedule(template, settings or PodSettings(), owner, component)},
     }
 
 
-def _service(name: str, owner: Owner, component: str, port: int, target: str, type_: str = "ClusterIP") -> dict:
+def _service(name: str, owner: Owner, component: str, port: int, target: str, type_: str = "ClusterIP",
+             extra_selector: dict | None = None) -> dict:
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": _meta(name, owner, component),
-        "spec": {"type": type_, "selector": selector(owner.name, component),
+        "spec": {"type": type_, "selector": {**selector(owner.name, component), **(extra_selector or {})},
                  "ports": [{"name": "http", "port": port, "targetPort": target, "protocol": "TCP"}]},
     }
 
@@ -256,7 +342,8 @@ def migration_job(owner: Owner, spec: SearchIndexSpec) -> dict:
     if spec.embeddings is not None:
         args += ["--model", spec.embeddings.model, "--dimensions", str(spec.embeddings.dimensions)]
     container = _container(spec, "migrate", args, _database_env(spec))
-    return _finish(_job(migration_name(owner, spec), owner, "migrate", container, backoff_limit=3), owner)
+    return _finish(_job(migration_name(owner, spec), owner, "migrate", container, backoff_limit=3,
+                        settings=pod_settings(spec.pod)), owner)
 
 
 def status_token_secret(owner: Owner, token: str) -> dict:
@@ -277,7 +364,8 @@ def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str) -> dict:
     container = _container(spec, "register", ["tokens", "register", "--kind", "status", "--name",
                                               f"operator:{owner.namespace}/{owner.name}",
                                               "--from-env", "BACKSCROLL_STATUS_TOKEN"], env)
-    return _finish(_job(name, owner, "register", container, backoff_limit=6, **{TOKEN_ANNOTATION: secret_uid}), owner)
+    return _finish(_job(name, owner, "register", container, backoff_limit=6, settings=pod_settings(spec.pod),
+                        **{TOKEN_ANNOTATION: secret_uid}), owner)
 
 
 def _ranking_env(spec: SearchIndexSpec) -> list[dict]:
@@ -313,7 +401,7 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: st
     env += _embeddings_env(owner, plan.api)
     # api.image overrides the image only once the spec's image is migrated: it is gated the same.
     image = spec.api.image if spec.api.image and plan.image == spec.image else plan.image
-    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=image)
+    container = _container(spec, "api", ["serve"], env, spec.api.resources, image=image, component="api")
     container["ports"] = [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}]
     # The API's two public routes for probes. Readiness needs the database and every migration of
     # this image; liveness never touches the database, so an outage takes pods out of the Service
@@ -321,10 +409,33 @@ def api_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: st
     container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5}
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 20,
                                   "failureThreshold": 3}
-    replicas = spec.api.replicas if spec.api.manage_replicas else None
-    return _finish(_deployment(api_name(owner), owner, "api", replicas, _pod([container]),
+    # A slow first start (a cold node, a large image's imports) gets 2 minutes before liveness
+    # may restart it.
+    container["startupProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5,
+                                 "failureThreshold": 24}
+    return _finish(_deployment(api_name(owner), owner, "api", api_replicas(spec), _pod([container]),
                                annotations=_rollout_annotations(plan.image, plan.api),
-                               pod_annotations=_pod_annotations(checksum)), owner)
+                               pod_annotations=_pod_annotations(checksum),
+                               settings=pod_settings(spec.pod, spec.api.pod)), owner)
+
+
+def api_replicas(spec: SearchIndexSpec) -> int | None:
+    """The API Deployment's replicas; None leaves them to an HPA (autoscaling, manageReplicas: false)."""
+    if spec.hibernate:
+        return 0
+    if spec.api.autoscaling is not None or not spec.api.manage_replicas:
+        return None
+    return spec.api.replicas
+
+
+def worker_replicas(spec: SearchIndexSpec) -> int | None:
+    if spec.hibernate:
+        return 0
+    return spec.worker.replicas if spec.worker.manage_replicas else None
+
+
+def server_replicas(spec: SearchIndexSpec, server: Server) -> int:
+    return 0 if spec.hibernate else server.replicas
 
 
 def api_service(owner: Owner, spec: SearchIndexSpec) -> dict:
@@ -347,16 +458,17 @@ def worker_deployment(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum:
         {"name": "BACKSCROLL_WORKER_HEALTH_PORT", "value": str(WORKER_HEALTH_PORT)},
         # The kubelet probes the pod's IP, not its loopback.
         {"name": "BACKSCROLL_WORKER_HEALTH_HOST", "value": "0.0.0.0"}]
-    container = _container(spec, "worker", ["worker"], env, spec.worker.resources, image=plan.image)
+    container = _container(spec, "worker", ["worker"], env, spec.worker.resources, image=plan.image,
+                           component="worker")
     container["ports"] = [{"name": "health", "containerPort": WORKER_HEALTH_PORT, "protocol": "TCP"}]
     # Readiness: the database answers and the schema is migrated; liveness: the loop makes progress.
     container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 10}
     container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 30,
                                   "failureThreshold": 3}
-    replicas = spec.worker.replicas if spec.worker.manage_replicas else None
-    return _finish(_deployment(worker_name(owner), owner, "worker", replicas, _pod([container]),
+    return _finish(_deployment(worker_name(owner), owner, "worker", worker_replicas(spec), _pod([container]),
                                annotations=_rollout_annotations(plan.image, plan.worker),
-                               pod_annotations=_pod_annotations(checksum)), owner)
+                               pod_annotations=_pod_annotations(checksum),
+                               settings=pod_settings(spec.pod, spec.worker.pod)), owner)
 
 
 def embeddings_deployment(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict | None:
@@ -364,17 +476,34 @@ def embeddings_deployment(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) 
     if not emb.in_cluster:
         return None
     server = emb.server_or_default()
-    cache = server.model_cache
-    volume = ({"name": "model-cache", "persistentVolumeClaim": {"claimName": cache.claim_name}}
-              if cache.claim_name else {"name": "model-cache", "emptyDir": {"sizeLimit": cache.size_limit}})
+    cache, source = server.model_cache, server.model_source
+    env = [{"name": "HOME", "value": "/data"}, {"name": "HF_HOME", "value": "/data"}]
+    mounts = [{"name": "model-cache", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}]
+    if source.volume is not None:
+        # Pre-populated weights, read-only and offline: nothing is downloaded, HOME is /tmp.
+        volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": source.volume.claim_name,
+                                                                    "readOnly": True}}
+        mounts[0]["readOnly"] = True
+        env = [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/data"},
+               {"name": "HF_HUB_OFFLINE", "value": "1"}]
+    elif cache.claim_name:
+        volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": cache.claim_name}}
+    else:
+        volume = {"name": "model-cache", "emptyDir": {"sizeLimit": cache.size_limit}}
+    if source.mirror_url:
+        env.append({"name": "HF_ENDPOINT", "value": source.mirror_url.rstrip("/")})
+    if source.token_secret_ref is not None:
+        env.append(_secret_env("HF_TOKEN", source.token_secret_ref))
     health = {"httpGet": {"path": "/health", "port": "http"}}
     container = {
         "name": "server", "image": server.image, "imagePullPolicy": spec.image_pull_policy,
-        "args": ["--model-id", server.model_id or emb.model, "--port", str(server.port), *server.args],
-        "ports": [{"name": "http", "containerPort": server.port, "protocol": "TCP"}],
+        "args": ["--model-id", server.model_id or emb.model, "--port", str(SERVER_PORT), *server.args],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": SERVER_PORT, "protocol": "TCP"}],
         # TEI keeps downloaded weights under /data (its --huggingface-hub-cache default).
-        "volumeMounts": [{"name": "model-cache", "mountPath": "/data"}],
-        "resources": copy.deepcopy(server.resources),
+        "volumeMounts": mounts,
+        "resources": _resources(server.resources, "server"),
+        "securityContext": copy.deepcopy(SERVER_CONTAINER_SECURITY),
         # Loading (and first downloading) the weights takes minutes: the startup probe allows
         # startupTimeoutSeconds before liveness may kill the container.
         "startupProbe": {**health, "periodSeconds": 10,
@@ -384,17 +513,20 @@ def embeddings_deployment(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) 
     }
     # A ReadWriteOnce cache cannot be mounted by the old and the new pod at once.
     strategy = "Recreate" if cache.claim_name else "RollingUpdate"
-    return _finish(_deployment(embeddings_name(owner, emb.model), owner, "embeddings", server.replicas,
-                               # The server's image decides its own user (TEI's writes its cache).
-                               _pod([container], volumes=[volume], backscroll=False), strategy=strategy,
-                               annotations={MODEL_ANNOTATION: emb.model}), owner)
+    tmp = {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
+    return _finish(_deployment(embeddings_name(owner, emb.model), owner, "embeddings", server_replicas(spec, server),
+                               _pod([container], volumes=[volume, tmp], backscroll=False), strategy=strategy,
+                               annotations={MODEL_ANNOTATION: emb.model},
+                               settings=pod_settings(spec.pod, server.pod),
+                               pod_labels={MODEL_LABEL: model_slug(emb.model)}), owner)
 
 
 def embeddings_service(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict | None:
     if not emb.in_cluster:
         return None
+    # Selected by model too: during a rollout two models' servers run side by side.
     return _finish(_service(embeddings_name(owner, emb.model), owner, "embeddings", emb.server_or_default().port,
-                            "http"), owner)
+                            "http", extra_selector={MODEL_LABEL: model_slug(emb.model)}), owner)
 
 
 def _backfill_container(spec: SearchIndexSpec, name: str, emb: Embeddings, owner: Owner) -> dict:
@@ -402,13 +534,14 @@ def _backfill_container(spec: SearchIndexSpec, name: str, emb: Embeddings, owner
     if emb.backfill.rate:
         args += ["--rate", f"{emb.backfill.rate:g}"]
     env = _database_env(spec) + _embeddings_env(owner, emb)
-    return _container(spec, name, args, env, spec.worker.resources)
+    return _container(spec, name, args, env, spec.worker.resources, component="worker")
 
 
 def backfill_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
     """One Job per model, named from the model: a new model is a new Job, the same model the same."""
     job = _job(backfill_name(owner, emb.model), owner, "backfill", _backfill_container(spec, "backfill", emb, owner),
-               emb.backfill.backoff_limit, **{MODEL_ANNOTATION: emb.model})
+               emb.backfill.backoff_limit, settings=pod_settings(spec.pod, spec.worker.pod),
+               **{MODEL_ANNOTATION: emb.model})
     return _finish(job, owner)
 
 
@@ -416,7 +549,8 @@ def catchup_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
     """The same backfill run again once the worker embeds with the model: it embeds what arrived
     between the first backfill's pass and the worker's switch (it skips what has a vector)."""
     job = _job(catchup_name(owner, emb.model), owner, "catchup", _backfill_container(spec, "catchup", emb, owner),
-               emb.backfill.backoff_limit, **{MODEL_ANNOTATION: emb.model})
+               emb.backfill.backoff_limit, settings=pod_settings(spec.pod, spec.worker.pod),
+               **{MODEL_ANNOTATION: emb.model})
     return _finish(job, owner)
 
 
@@ -424,13 +558,79 @@ def prune_job(owner: Owner, spec: SearchIndexSpec, model: str) -> dict:
     """Deletes a superseded model's vectors, index and registration (rollout.retainPrevious: false)."""
     container = _container(spec, "prune", ["models", "drop", model, "--yes", "--quiet"], _database_env(spec))
     return _finish(_job(prune_name(owner, model), owner, "prune", container, backoff_limit=3,
-                        **{MODEL_ANNOTATION: model}), owner)
+                        settings=pod_settings(spec.pod), **{MODEL_ANNOTATION: model}), owner)
 
 
 def purge_job(owner: Owner, spec: SearchIndexSpec) -> dict:
     """Removes everything Backscroll stored (deletionPolicy: delete), before the finalizer goes."""
     container = _container(spec, "purge", ["purge", "--yes-delete-all-data"], _database_env(spec))
-    return _finish(_job(purge_name(owner), owner, "purge", container, backoff_limit=3), owner)
+    return _finish(_job(purge_name(owner), owner, "purge", container, backoff_limit=3,
+                        settings=pod_settings(spec.pod)), owner)
+
+
+def disruption_budget(owner: Owner, name: str, component: str, replicas: int | None,
+                      pod_labels: dict | None = None) -> dict | None:
+    """minAvailable 1 for a Deployment of 2+ replicas (a drain then takes its pods one by one);
+    None below that, where a budget of 1 would block every drain, and for unknown replicas."""
+    if replicas is None or replicas < 2:
+        return None
+    match = {**selector(owner.name, component), **(pod_labels or {})}
+    return _finish({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(name, owner, component),
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": match}}}, owner)
+
+
+def _budget_replicas(spec: SearchIndexSpec) -> int | None:
+    if spec.hibernate:
+        return 0
+    if spec.api.autoscaling is not None:
+        return spec.api.autoscaling.min_replicas
+    return api_replicas(spec)
+
+
+def api_autoscaler(owner: Owner, spec: SearchIndexSpec, plan: Plan) -> dict | None:
+    """An autoscaling/v2 HPA on the API's CPU (spec.api.autoscaling); none while hibernating."""
+    scaling = spec.api.autoscaling
+    if scaling is None or spec.hibernate or plan.image is None:
+        return None
+    return _finish({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": _meta(api_name(owner), owner, "api"),
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": api_name(owner)},
+                 "minReplicas": scaling.min_replicas, "maxReplicas": scaling.max_replicas,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                     "type": "Utilization", "averageUtilization": scaling.target_cpu_utilization_percentage}}}]},
+    }, owner)
+
+
+# The pods that may call an embeddings server: those that embed (BACKSCROLL_EMBEDDINGS_URL).
+EMBEDDINGS_CLIENTS = ("api", "worker", "backfill", "catchup")
+
+
+def api_network_policy(owner: Owner, spec: SearchIndexSpec) -> dict | None:
+    """The API's pods accept connections on the port their Service targets, and on no other."""
+    if not spec.network_policy.enabled:
+        return None
+    return _finish({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(api_name(owner), owner, "api"),
+        "spec": {"podSelector": {"matchLabels": selector(owner.name, "api")}, "policyTypes": ["Ingress"],
+                 "ingress": [{"ports": [{"protocol": "TCP", "port": API_PORT}]}]},
+    }, owner)
+
+
+def embeddings_network_policy(owner: Owner, spec: SearchIndexSpec) -> dict | None:
+    """Every embeddings server of this index (TEI has no authentication) is reachable only from
+    this index's own API, worker, backfill and catch-up pods, on the server's port."""
+    if not spec.network_policy.enabled or spec.embeddings is None or not spec.embeddings.in_cluster:
+        return None
+    clients = {"matchLabels": {"app.kubernetes.io/instance": owner.name},
+               "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
+                                     "values": list(EMBEDDINGS_CLIENTS)}]}
+    return _finish({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": _meta(child_name(owner.name, "embeddings"), owner, "embeddings"),
+        "spec": {"podSelector": {"matchLabels": selector(owner.name, "embeddings")}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": clients}],
+                              "ports": [{"protocol": "TCP", "port": SERVER_PORT}]}]},
+    }, owner)
 
 
 def desired(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: str = "") -> list[tuple[str, str, dict | None]]:
@@ -440,12 +640,27 @@ def desired(owner: Owner, spec: SearchIndexSpec, plan: Plan, checksum: str = "")
 
     The Jobs are not here: the reconciler creates them in order.
     """
+    api = api_deployment(owner, spec, plan, checksum)
+    worker = worker_deployment(owner, spec, plan, checksum)
     children = [
-        ("deployments", api_name(owner), api_deployment(owner, spec, plan, checksum)),
+        ("deployments", api_name(owner), api),
         ("services", api_name(owner), api_service(owner, spec)),
-        ("deployments", worker_name(owner), worker_deployment(owner, spec, plan, checksum)),
+        ("deployments", worker_name(owner), worker),
+        ("horizontalpodautoscalers", api_name(owner), api_autoscaler(owner, spec, plan)),
+        ("poddisruptionbudgets", api_name(owner),
+         disruption_budget(owner, api_name(owner), "api", _budget_replicas(spec)) if api else None),
+        ("poddisruptionbudgets", worker_name(owner),
+         disruption_budget(owner, worker_name(owner), "worker", worker_replicas(spec)) if worker else None),
+        ("networkpolicies", api_name(owner), api_network_policy(owner, spec)),
+        ("networkpolicies", child_name(owner.name, "embeddings"), embeddings_network_policy(owner, spec)),
     ]
     for emb in plan.servers:
-        children += [("deployments", embeddings_name(owner, emb.model), embeddings_deployment(owner, spec, emb)),
-                     ("services", embeddings_name(owner, emb.model), embeddings_service(owner, spec, emb))]
+        name = embeddings_name(owner, emb.model)
+        server = embeddings_deployment(owner, spec, emb)
+        children += [("deployments", name, server),
+                     ("services", name, embeddings_service(owner, spec, emb))]
+        if server is not None:
+            children.append(("poddisruptionbudgets", name, disruption_budget(
+                owner, name, "embeddings", server_replicas(spec, emb.server_or_default()),
+                {MODEL_LABEL: model_slug(emb.model)})))
     return children

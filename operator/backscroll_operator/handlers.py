@@ -31,7 +31,9 @@ from .reconcile import Blocked, converge
 from .spec import SpecError, parse
 
 RESOURCE = (GROUP, VERSION, PLURAL)
-CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"))
+CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"),
+            ("policy", "v1", "poddisruptionbudgets"), ("autoscaling", "v2", "horizontalpodautoscalers"),
+            ("networking.k8s.io", "v1", "networkpolicies"))
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,9 @@ RESOURCES = {
     "services": "/api/v1",
     "secrets": "/api/v1",
     "events": "/api/v1",
+    "poddisruptionbudgets": "/apis/policy/v1",
+    "horizontalpodautoscalers": "/apis/autoscaling/v2",
+    "networkpolicies": "/apis/networking.k8s.io/v1",
     "searchindexes": "/apis/search.backscroll.dev/v1alpha1",
 }
 FIELD_MANAGER = "backscroll-operator"

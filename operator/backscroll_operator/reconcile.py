@@ -277,6 +277,7 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     servers |= {builders.embeddings_name(owner, model) for model in plan.retain_servers}
     remove_others(kube, owner, "deployments", "embeddings", keep=servers)
     remove_others(kube, owner, "services", "embeddings", keep=servers)
+    remove_others(kube, owner, "poddisruptionbudgets", "embeddings", keep=servers)
 
     # The backfill embeds rows the migration's vector index must already cover: it waits.
     backfill_state = None

@@ -8,9 +8,9 @@ the same rules live here too and name the field they concern. Defaults mirror th
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 # pgvector stores up to 16,000 dimensions but indexes (HNSW) at most 2,000; Backscroll indexes
@@ -83,6 +83,52 @@ class Database(_Model):
         return self.secret_ref or self.cnpg_cluster_ref.app_secret
 
 
+# A Kubernetes resource quantity (apimachinery's resource.Quantity): `500m`, `1.5`, `512Mi`, `1e3`.
+QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+                    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+# YAML's `cpu: 2` is a number: read as the string "2", then checked as any other quantity.
+Quantity = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool)
+                                          else v), Field(pattern=QUANTITY_PATTERN)]
+
+
+class ResourceRequirements(_Model):
+    """A container's resources; absent, the component's defaults (builders.DEFAULT_RESOURCES)."""
+
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class PodSettings(_Model):
+    """Scheduling and metadata of a component's pods. `spec.pod` applies to every pod the operator
+    creates (Jobs included); `spec.api.pod`, `spec.worker.pod` and `spec.embeddings.server.pod`
+    add to it for their own pods (their maps win key by key, lists are appended)."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    # None: spread across nodes and zones (maxSkew 1, ScheduleAnyway); []: no spreading.
+    topology_spread_constraints: list[dict[str, Any]] | None = None
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    priority_class_name: str | None = None
+
+
+class Autoscaling(_Model):
+    """A HorizontalPodAutoscaler (autoscaling/v2) on CPU for the API; the Deployment's replicas
+    are then the HPA's."""
+
+    min_replicas: int = Field(default=2, ge=1)
+    max_replicas: int = Field(default=10, ge=1)
+    target_cpu_utilization_percentage: int = Field(default=70, ge=1, le=100, alias="targetCPUUtilizationPercentage")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError("maxReplicas must be at least minReplicas")
+        return self
+
+
 class Service(_Model):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     port: int = Field(default=8080, ge=1, le=65535)
@@ -94,15 +140,18 @@ class Api(_Model):
     # the operator's applied configuration then omits the field, so it never reverts their scale.
     manage_replicas: bool = True
     image: str | None = None
-    resources: dict[str, Any] = Field(default_factory=dict)
+    resources: ResourceRequirements | None = None
     service: Service = Field(default_factory=Service)
     status_token_secret_ref: TokenRef | None = None
+    autoscaling: Autoscaling | None = None
+    pod: PodSettings = Field(default_factory=PodSettings)
 
 
 class Worker(_Model):
     replicas: int = Field(default=1, ge=0)
     manage_replicas: bool = True
-    resources: dict[str, Any] = Field(default_factory=dict)
+    resources: ResourceRequirements | None = None
+    pod: PodSettings = Field(default_factory=PodSettings)
 
 
 class ModelCache(_Model):
@@ -110,15 +159,36 @@ class ModelCache(_Model):
     claim_name: str | None = None
 
 
+class ModelVolume(_Model):
+    claim_name: str = Field(min_length=1)
+
+
+class ModelSource(_Model):
+    """Where the server gets its weights: the Hugging Face Hub by default; a mirror (HF_ENDPOINT),
+    a token for gated models (HF_TOKEN), or a pre-populated claim read offline."""
+
+    mirror_url: str | None = Field(default=None, pattern=r"^https?://")
+    token_secret_ref: SecretKeyRef | None = None
+    volume: ModelVolume | None = None
+
+
 class Server(_Model):
     image: str = DEFAULT_SERVER_IMAGE
     model_id: str | None = None
     args: list[str] = Field(default_factory=list)
     replicas: int = Field(default=1, ge=1)
-    resources: dict[str, Any] = Field(default_factory=dict)
+    resources: ResourceRequirements | None = None
     port: int = Field(default=80, ge=1, le=65535)
     model_cache: ModelCache = Field(default_factory=ModelCache)
+    model_source: ModelSource = Field(default_factory=ModelSource)
     startup_timeout_seconds: int = Field(default=900, ge=30)
+    pod: PodSettings = Field(default_factory=PodSettings)
+
+    @model_validator(mode="after")
+    def _one_volume(self) -> Server:
+        if self.model_source.volume is not None and self.model_cache.claim_name is not None:
+            raise ValueError("modelSource.volume replaces modelCache: drop modelCache.claimName")
+        return self
 
 
 class External(_Model):
@@ -180,6 +250,10 @@ class Ranking(_Model):
     candidate_pool: int = Field(default=500, ge=0, le=100_000)
 
 
+class NetworkPolicy(_Model):
+    enabled: bool = True
+
+
 class SearchIndexSpec(_Model):
     image: str = Field(min_length=1)
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -189,6 +263,10 @@ class SearchIndexSpec(_Model):
     api: Api = Field(default_factory=Api)
     worker: Worker = Field(default_factory=Worker)
     embeddings: Embeddings | None = None
+    pod: PodSettings = Field(default_factory=PodSettings)
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    # Scales the API, the worker and the embeddings servers to zero; the data stays.
+    hibernate: bool = False
     # What deleting the SearchIndex does to the database: retain (default) leaves every row;
     # delete runs `backscroll purge` first, behind a finalizer (docs/operator.md, "Deletion").
     deletion_policy: Literal["retain", "delete"] = "retain"

@@ -29,6 +29,8 @@ def test_derived_spec_schema_is_closed_where_the_crd_lists_fields():
     assert spec["additionalProperties"] is False
     assert spec["properties"]["database"]["properties"]["secretRef"]["additionalProperties"] is False
     assert "image" not in spec["required"] and "database" in spec["required"]
-    # Free-form Kubernetes objects (resources) stay open, as the CRD keeps them.
-    assert "additionalProperties" not in spec["properties"]["api"]["properties"]["resources"]
+    # Free-form Kubernetes objects (affinity) stay open, as the CRD keeps them; resources are typed.
+    assert "additionalProperties" not in spec["properties"]["api"]["properties"]["pod"]["properties"]["affinity"]
+    requests = spec["properties"]["api"]["properties"]["resources"]["properties"]["requests"]
+    assert requests["additionalProperties"]["pattern"].startswith("^")
     assert "x-kubernetes-validations" not in json.dumps(spec)

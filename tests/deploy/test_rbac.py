@@ -30,6 +30,9 @@ KOPF = {
     ("apps", "deployments"): {"list", "watch"},
     ("", "services"): {"list", "watch"},
     ("batch", "jobs"): {"list", "watch"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch"},
+    ("autoscaling", "horizontalpodautoscalers"): {"list", "watch"},
+    ("networking.k8s.io", "networkpolicies"): {"list", "watch"},
 }
 # handlers.Passes, around each converge: the fresh SearchIndex, the resync's list, the status,
 # the operator's finalizer, its Events.
@@ -92,6 +95,9 @@ EXTERNAL = {**BASE, "embeddings": {"model": "m2", "dimensions": 256, "external":
 NEW_PORT = {**BASE, "api": {"service": {"port": 9090}}}
 GIVEN_TOKEN = {**BASE, "api": {"statusTokenSecretRef": {"name": "status"}}}
 CNPG = {"image": "backscroll:1", "database": {"cnpgClusterRef": {"name": "pg"}}}
+AUTOSCALED = {**BASE, "api": {"autoscaling": {"minReplicas": 2}}}
+ONE_REPLICA = {**BASE, "api": {"replicas": 1}, "networkPolicy": {"enabled": False}}
+HIBERNATING = {**IN_CLUSTER, "hibernate": True}
 
 
 def operator_client_needs() -> dict[tuple[str, str], set[str]]:
@@ -103,7 +109,8 @@ def operator_client_needs() -> dict[tuple[str, str], set[str]]:
     owner = Owner(name="search", namespace="team", uid="uid-1")
     # Nothing listens there: the status read fails at once, as the operator tolerates.
     config = OperatorConfig(status_url="http://127.0.0.1:9/v1/status", status_timeout_s=0.2)
-    for spec in (BASE, IN_CLUSTER, IN_CLUSTER, EXTERNAL, NEW_PORT, BASE, GIVEN_TOKEN, CNPG):
+    for spec in (BASE, IN_CLUSTER, IN_CLUSTER, EXTERNAL, NEW_PORT, BASE, GIVEN_TOKEN, CNPG, AUTOSCALED, ONE_REPLICA,
+                 IN_CLUSTER, HIBERNATING, BASE):
         converge(client, owner, parse(spec), config)
         for (resource, _), obj in client.objects.items():  # the Jobs finish between passes
             if resource == "jobs":
@@ -122,6 +129,9 @@ def needs() -> dict[tuple[str, str], set[str]]:
     assert recorded[("apps", "deployments")] >= {"get", "create", "patch", "delete"}
     assert recorded[("batch", "jobs")] >= {"list", "delete"}
     assert recorded[("", "services")] >= {"get", "create", "patch", "delete"}
+    for kind in (("policy", "poddisruptionbudgets"), ("autoscaling", "horizontalpodautoscalers"),
+                 ("networking.k8s.io", "networkpolicies")):
+        assert recorded[kind] >= {"get", "create", "patch", "delete"}, kind
     merged = defaultdict(set, {k: set(v) for k, v in recorded.items()})
     for key, verbs in [*KOPF.items(), *PASSES.items()]:
         merged[key] |= verbs

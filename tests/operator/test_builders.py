@@ -49,9 +49,10 @@ def env_of(manifest: dict) -> dict[str, dict]:
 
 def test_every_child_is_owned_and_hashed():
     spec = parse(IN_CLUSTER)
-    children = [m for _, _, m in desired(spec)]
+    children = [m for _, _, m in desired(spec) if m is not None]
     children += [builders.migration_job(OWNER, spec), backfill(spec)]
-    assert all(children)
+    assert sorted(c["kind"] for c in children) == sorted(
+        ["Deployment"] * 3 + ["Service"] * 2 + ["Job"] * 2 + ["PodDisruptionBudget"] + ["NetworkPolicy"] * 2)
     for child in children:
         assert child["metadata"]["namespace"] == "team"
         assert child["metadata"]["ownerReferences"] == [OWNER.reference()]
@@ -98,7 +99,12 @@ def test_lexical_spec_has_no_worker_server_or_backfill():
     spec = parse(BASE)
     wanted = {(resource, name): m is not None for resource, name, m in desired(spec)}
     assert wanted == {("deployments", "search-api"): True, ("services", "search-api"): True,
-                      ("deployments", "search-worker"): False}
+                      ("deployments", "search-worker"): False,
+                      ("horizontalpodautoscalers", "search-api"): False,
+                      ("poddisruptionbudgets", "search-api"): True,  # 2 replicas by default
+                      ("poddisruptionbudgets", "search-worker"): False,
+                      ("networkpolicies", "search-api"): True,
+                      ("networkpolicies", "search-embeddings"): False}
     assert steady(spec).servers == () and steady(spec).backfills == ()
     assert builders.migration_job(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
     assert not any(k.startswith("BACKSCROLL_EMBEDDINGS") for k in env_of(api_of(spec)))
@@ -118,16 +124,20 @@ def test_in_cluster_server_probes_health_with_a_long_startup():
     deployment = server(spec)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"].endswith("text-embeddings-inference:cpu-1.8")
-    assert container["args"] == ["--model-id", "intfloat/multilingual-e5-small", "--port", "80", "--auto-truncate"]
+    # The Service keeps port 80; the container listens on 8080, so it needs no root.
+    assert container["args"] == ["--model-id", "intfloat/multilingual-e5-small", "--port", "8080", "--auto-truncate"]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"]["path"] == "/health"
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
-    assert container["volumeMounts"] == [{"name": "model-cache", "mountPath": "/data"}]
+    assert container["volumeMounts"] == [{"name": "model-cache", "mountPath": "/data"},
+                                         {"name": "tmp", "mountPath": "/tmp"}]
     assert deployment["spec"]["template"]["spec"]["volumes"] == [
-        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "weights"}}]
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "weights"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}]
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
-    assert "env" not in container, "the server gets no Backscroll settings, no key, no database"
+    names = {e["name"] for e in container["env"]}
+    assert names == {"HOME", "HF_HOME"}, "the server gets no Backscroll settings, no key, no database"
 
 
 def test_backfill_job_named_from_the_model_and_waits_for_nothing_itself():
@@ -191,8 +201,9 @@ def test_api_probes_use_the_apis_own_probe_routes():
 
 def test_backscroll_pods_run_non_root_on_a_read_only_root():
     """The API, worker, migration and backfill pods run as the image's non-root user with no
-    capabilities and a read-only root filesystem (/tmp an emptyDir); the embeddings server's image
-    keeps its own user (TEI writes its weights cache)."""
+    capabilities and a read-only root filesystem (/tmp an emptyDir); the embeddings server runs as
+    uid 1000 with a writable /data (tests/operator/test_pod_security.py checks every pod against
+    the restricted profile)."""
     spec = parse(IN_CLUSTER)
     pods = {m["metadata"]["labels"]["app.kubernetes.io/component"]: m["spec"]["template"]["spec"]
             for resource, _, m in desired(spec) if m and resource == "deployments"}
@@ -202,7 +213,9 @@ def test_backscroll_pods_run_non_root_on_a_read_only_root():
     for component, pod in pods.items():
         container = pod["containers"][0]
         if component == "embeddings":
-            assert "securityContext" not in pod and "securityContext" not in container
+            assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["fsGroup"] == 1000
+            env = {e["name"]: e["value"] for e in container["env"]}
+            assert env["HOME"] == env["HF_HOME"] == "/data"
             continue
         assert pod["securityContext"]["runAsNonRoot"] is True, component
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, component

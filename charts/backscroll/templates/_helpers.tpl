@@ -74,6 +74,17 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
+# PodDisruptionBudgets (Deployments of 2+ replicas), the API's HorizontalPodAutoscaler
+# (spec.api.autoscaling) and the NetworkPolicies (spec.networkPolicy): children like the above.
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, patch, delete]
 # Jobs are never patched (immutable); superseded ones are found by label and deleted.
 - apiGroups: [batch]
   resources: [jobs]
