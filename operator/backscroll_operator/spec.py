@@ -272,6 +272,12 @@ class SearchIndexSpec(_Model):
     deletion_policy: Literal["retain", "delete"] = "retain"
 
 
+    @property
+    def hibernated(self) -> bool:
+        """Scaled to zero on purpose: spec.hibernate, or an API of 0 replicas the operator manages."""
+        return self.hibernate or (self.api.replicas == 0 and self.api.manage_replicas and self.api.autoscaling is None)
+
+
 def _field_path(loc: tuple) -> str:
     return ".".join(["spec", *(str(p) for p in loc)])
 

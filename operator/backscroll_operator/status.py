@@ -188,6 +188,11 @@ def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str,
     if migrations["status"] != "True":
         reason = "MigrationFailed" if migrations["reason"] == "MigrationFailed" else "WaitingForMigrations"
         return _condition("Ready", False, reason, migrations["message"])
+    if spec.hibernated:
+        # Asked for: no pods answer, and that is no fault (no Warning Event, not ApiNotReady).
+        cause = "spec.hibernate is true" if spec.hibernate else "spec.api.replicas is 0"
+        return _condition("Ready", False, "Hibernated", f"{cause}: the API, worker and embeddings servers are "
+                          f"scaled to zero; the data stays" if spec.hibernate else f"{cause}: no API pod serves")
     for role, state in (("Api", facts.api), ("Worker", facts.worker)):
         if state is not None and not state.ready:
             return _condition("Ready", False, f"{role}NotReady", state.describe())
