@@ -44,6 +44,6 @@ ENV PATH=/opt/backscroll/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001
-EXPOSE 8081
+EXPOSE 9090
 ENTRYPOINT ["backscroll-operator"]
-CMD ["--liveness", "http://0.0.0.0:8081/healthz"]
+CMD ["--metrics", "http://0.0.0.0:9090"]

@@ -28,3 +28,29 @@ class OperatorConfig(BaseSettings):
     namespaces: list[str] = Field(
         default_factory=list,
         description="Namespaces to watch (a JSON list); empty: every namespace.")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535,
+        description="Serve Prometheus metrics at :PORT/metrics, and the liveness probe at "
+                    ":PORT/healthz (the Deployment: 9090); unset: no metrics server (unless --metrics).")
+    metrics_host: str = Field(default="0.0.0.0", description="The address the metrics server listens on.")
+    liveness_path: str = Field(default="/healthz", description="The liveness probe's path on the metrics server.")
+    liveness_stale_s: float = Field(
+        default=120.0, gt=0,
+        description="The liveness probe fails once the operator has not listed SearchIndexes "
+                    "successfully for this long (the API server unreachable, its credentials refused); "
+                    "keep it a few times interval_s.")
+    leader_election: bool = Field(
+        default=True,
+        description="Run passes only while holding a coordination.k8s.io/v1 Lease, so that replicas "
+                    "can run side by side (one leads, the others watch and wait).")
+    lease_name: str = Field(default="backscroll-operator", description="The Lease's name.")
+    lease_namespace: str | None = Field(
+        default=None,
+        description="The Lease's namespace; unset: the pod's own (its service account's), else default.")
+    lease_duration_s: int = Field(
+        default=15, ge=1,
+        description="How long a Lease that is not renewed holds: another replica takes over after it.")
+    lease_renew_s: float = Field(
+        default=5.0, gt=0, description="How often the leader renews (and a follower checks) the Lease.")
+    identity: str | None = Field(
+        default=None, description="This replica's holderIdentity; unset: the pod's hostname and a random suffix.")

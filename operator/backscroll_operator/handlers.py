@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
+import time
+import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 
@@ -26,6 +29,8 @@ from . import status as derive
 from .config import OperatorConfig
 from .deletion import finalize, sync_finalizer
 from .kube import Kube, KubeError, NoCredentials, NotFound, bearer, configuration
+from .leader import Leader, own_namespace
+from .metrics import Metrics, Server
 from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner
 from .reconcile import Blocked, converge
 from .spec import SpecError, parse
@@ -77,10 +82,33 @@ class Passes:
         self.queued: set[str] = set()
         self.guard = threading.Lock()
         self.kube: Kube | None = None
+        self.metrics = Metrics()
+        self.leader: Leader | None = None  # None: no leader election, every pass runs
+        self.wake = threading.Event()  # an early resync (leadership taken over)
+        self.server: Server | None = None
 
-    def request(self, namespace: str, name: str) -> None:
+    def leads(self) -> bool:
+        """Followers watch, but run no pass: only the Lease's holder writes."""
+        return self.leader is None or self.leader.held()
+
+    def _timed(self, body: dict, final: bool, trigger: str) -> None:
+        started, outcome = time.monotonic(), "error"
+        try:
+            outcome = self._pass(body, final=final) or "ok"
+        except kopf.PermanentError:
+            outcome = "invalid_spec"
+            raise
+        except kopf.TemporaryError as exc:  # raised `from None`: the cause is still its context
+            outcome = "blocked" if isinstance(exc.__context__, Blocked) else "error"
+            raise
+        finally:
+            self.metrics.pass_done(trigger, outcome, time.monotonic() - started)
+
+    def request(self, namespace: str, name: str, trigger: str = "event") -> None:
         """A pass for namespace/name, from a child's event or the resync: coalesced, because a
         Deployment's rollout alone sends a dozen events and one pass after them sees them all."""
+        if not self.leads():
+            return
         key = f"{namespace}/{name}"
         with self.guard:
             if key in self.queued:
@@ -92,17 +120,22 @@ class Passes:
             try:
                 body = self.kube.get("searchindexes", namespace, name)
                 if body is not None:
-                    self._pass(body, final=False)
+                    self._timed(body, False, trigger)
+                else:
+                    self.metrics.forget(namespace, name)
             except (KubeError, httpx.HTTPError) as exc:
+                self.metrics.errors.labels("pass").inc()
                 log.warning("pass for %s: %s", key, exc)
 
     def run(self, body, final: bool) -> None:
         """A pass for the body kopf handed over (create, update, resume)."""
+        if not self.leads():
+            return  # the leader handles it; after a takeover, the resync catches up
         meta = body["metadata"]
         with self.locks[f"{meta['namespace']}/{meta['name']}"]:
             fresh = self.kube.get("searchindexes", meta["namespace"], meta["name"])
             if fresh is not None:
-                self._pass(fresh, final=final)
+                self._timed(fresh, final, "change")
 
     def _publish(self, body: dict, old: dict, new: dict) -> None:
         # An unchanged status is not written: every write would wake every watcher of SearchIndexes.
@@ -113,11 +146,13 @@ class Passes:
                 self.kube.patch("searchindexes", meta["namespace"], meta["name"], {"status": changed},
                                 subresource="status")
             except NotFound:
+                self.metrics.forget(meta["namespace"], meta["name"])
                 return  # deleted meanwhile: nothing to report on, nobody to tell
+        self.metrics.index(body["metadata"]["namespace"], body["metadata"]["name"], {**old, **new})
         for type_, reason, message in derive.transitions(old, new):
             post_event(self.kube, body, type_, reason, message)
 
-    def _pass(self, body: dict, final: bool) -> None:
+    def _pass(self, body: dict, final: bool) -> str | None:
         """`final`: kopf's change handlers, whose errors kopf should see (a permanent one stops
         retries; a temporary one retries after retry_delay_s). Other triggers' are recorded in
         the status only: the next event or resync comes back by itself."""
@@ -128,14 +163,14 @@ class Passes:
         deleting = bool(body["metadata"].get("deletionTimestamp"))
         if not final and not deleting and ready.get("reason") == "InvalidSpec" and \
                 old.get("observedGeneration") == generation:
-            return  # refused already, with an Event; a new generation gets a new look
+            return "skipped"  # refused already, with an Event; a new generation gets a new look
         try:
             if deleting:
                 # Without the dimensions check: a spec that became invalid must not block its deletion.
                 failure = finalize(self.kube, owner, body, parse(_plain(body.get("spec"))))
                 if failure is not None:
                     self._publish(body, old, derive.failed(old, generation, *failure, _now()))
-                return
+                return "deleting"
             spec = parse(_plain(body.get("spec")), registered=_registered(old))
             sync_finalizer(self.kube, owner, body, spec)
             outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"))
@@ -143,33 +178,40 @@ class Passes:
             self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
             if final:
                 raise kopf.PermanentError(f"invalid spec: {exc}") from None
-            return
+            return "invalid_spec"
         except Blocked as exc:
             self._publish(body, old, derive.failed(old, generation, exc.reason, str(exc), _now()))
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
-            return
+            return "blocked"
         except (KubeError, httpx.HTTPError) as exc:  # refused or failed on the way: the next pass retries
             log.warning("pass for %s/%s: %s", owner.namespace, owner.name, exc)
+            self.metrics.errors.labels("pass").inc()
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
-            return
+            return "error"
         self._publish(body, old, derive.derive(spec, outcome.facts, generation, old, _now(), outcome.plan))
 
     def resync(self, stop: threading.Event, namespaces: list[str]) -> None:
         """Every interval_s, a pass for every SearchIndex: the API's status, rotated Secrets."""
-        while not stop.wait(self.config.interval_s):
+        while not stop.is_set():
+            self.wake.wait(self.config.interval_s)
+            self.wake.clear()
+            if stop.is_set():
+                return
             try:
                 bodies = [b for ns in namespaces or [None]
                           for b in self.kube.list("searchindexes", ns, {})]
             except Exception as exc:  # noqa: BLE001 (the thread must outlive an API server outage)
+                self.metrics.errors.labels("resync").inc()
                 log.warning("resync could not list SearchIndexes: %s", exc)
                 continue
+            self.metrics.listed()  # what the liveness probe reads: followers list too
             for body in bodies:
                 if stop.is_set():
                     return
                 try:
-                    self.request(body["metadata"]["namespace"], body["metadata"]["name"])
+                    self.request(body["metadata"]["namespace"], body["metadata"]["name"], "resync")
                 except Exception:  # noqa: BLE001
                     log.exception("resync pass for %s failed", body["metadata"]["name"])
 
@@ -181,7 +223,7 @@ def _owner_name(body) -> str | None:
     return None
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None) -> None:
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None) -> Passes:
     passes = Passes(config)
     stop = threading.Event()
 
@@ -217,11 +259,32 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
             passes.kube = Kube()
         except NoCredentials as exc:
             raise kopf.PermanentError(str(exc)) from None
+        if config.metrics_port is not None:
+            passes.server = Server(passes.metrics, config.metrics_host, config.metrics_port,
+                                   config.liveness_stale_s, health_path=config.liveness_path).start()
+        if config.leader_election:
+            identity = config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+            def changed_leader(leading: bool) -> None:
+                passes.metrics.leader.set(1 if leading else 0)
+                if leading:
+                    passes.wake.set()  # a pass for every index now: changes made meanwhile
+
+            passes.leader = Leader(passes.kube, config.lease_namespace or own_namespace(), config.lease_name,
+                                   identity, config.lease_duration_s, config.lease_renew_s,
+                                   on_change=changed_leader, on_error=passes.metrics.errors.labels("lease").inc)
+            passes.leader.tick()  # before kopf's first handlers: a lone replica leads from the start
+            threading.Thread(target=passes.leader.run, args=(stop,), name="leader", daemon=True).start()
         threading.Thread(target=passes.resync, args=(stop, namespaces or []), name="resync", daemon=True).start()
 
     @kopf.on.cleanup(registry=registry)
     def cleanup(**_):
         stop.set()
+        passes.wake.set()
+        if passes.leader is not None:
+            passes.leader.release()
+        if passes.server is not None:
+            passes.server.stop()
 
     # Explicit ids: kopf names handlers in its annotations, logs and Events by them.
     @kopf.on.resume(*RESOURCE, id="reconcile", registry=registry)
@@ -233,7 +296,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
     @kopf.on.event(*RESOURCE, id="deleting", registry=registry,
                    when=lambda body, **_: bool(body.get("metadata", {}).get("deletionTimestamp")))
     def deleting(body, **_):
-        passes.request(body["metadata"]["namespace"], body["metadata"]["name"])
+        passes.request(body["metadata"]["namespace"], body["metadata"]["name"], "deleting")
 
     for group, version, plural in CHILDREN:
         @kopf.on.event(group, version, plural, id=f"child-{plural}", registry=registry,
@@ -241,4 +304,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
         def child(body, **_):
             owner = _owner_name(body)
             if owner is not None:
-                passes.request(body["metadata"]["namespace"], owner)
+                passes.request(body["metadata"]["namespace"], owner, "child")
+
+    return passes

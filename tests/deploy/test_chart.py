@@ -64,13 +64,40 @@ def test_operator_pod_is_locked_down(render):
     (deployment,) = of_kind(render(), "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "capabilities": {"drop": ["ALL"]}}
     assert container["image"] == "backscroll-operator:0.1.0"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert "--liveness=http://0.0.0.0:8081/healthz" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+
+
+def env_of(container: dict) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_operator_runs_two_replicas_with_a_lease_and_serves_metrics(render):
+    docs = render()
+    (deployment,) = of_kind(docs, "Deployment")
+    env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
+    assert env["BACKSCROLL_OPERATOR_METRICS_PORT"] == "9090" and env["BACKSCROLL_OPERATOR_LEADER_ELECTION"] == "true"
+    assert env["BACKSCROLL_OPERATOR_LEASE_NAME"] == "rel-backscroll-operator"
+    assert env["BACKSCROLL_OPERATOR_LEASE_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/port"] == "9090"
+    (service,) = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == "rel-backscroll-operator-metrics"]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert not of_kind(docs, "ServiceMonitor")
+    (monitor,) = of_kind(render(sets=("operator.metrics.serviceMonitor.enabled=true",
+                                      "operator.metrics.serviceMonitor.labels.release=prom")), "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert monitor["metadata"]["labels"]["release"] == "prom" and monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    # Without leader election: one replica at a time, as before.
+    (single,) = of_kind(render(sets=("operator.leaderElection.enabled=false",)), "Deployment")
+    assert single["spec"]["replicas"] == 1 and single["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_watch_namespaces_reach_the_operator_as_json(render):

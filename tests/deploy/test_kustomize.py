@@ -46,7 +46,7 @@ def test_overlay_uses_the_embeddings_component_and_its_own_images(kubectl):
     (operator,) = of_kind(docs, "Deployment")
     container = operator["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example.com/backscroll-operator:0.1.0"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["BACKSCROLL_OPERATOR_NAMESPACES"] == '["team-search"]'
 
 

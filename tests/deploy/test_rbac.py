@@ -17,6 +17,8 @@ import yaml
 
 from backscroll_operator import kube as kube_module
 from backscroll_operator.config import OperatorConfig
+from backscroll_operator.kube import NotFound
+from backscroll_operator.leader import Leader
 from backscroll_operator.names import Owner
 from backscroll_operator.reconcile import converge
 from backscroll_operator.spec import parse
@@ -45,6 +47,40 @@ PASSES = {
 # namespace observer lists and watches namespaces.
 KOPF_CLUSTER = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
 KOPF_NAMESPACE_SCAN = {("", "namespaces"): {"list", "watch"}}
+
+
+class LeaseStore:
+    """The Leader's client: one Lease in memory, noting the verb of each request."""
+
+    VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
+
+    def __init__(self):
+        self.lease: dict | None = None
+        self.calls: set[tuple[str, str]] = set()
+
+    def _send(self, method, path, body=None, params=None, content_type=None):
+        self.calls.add((self.VERBS[method], "leases"))
+        if method == "GET":
+            if self.lease is None:
+                raise NotFound(404, path)
+            return copy.deepcopy(self.lease)
+        self.lease = copy.deepcopy(body)
+        return body
+
+
+def leader_needs() -> dict[tuple[str, str], set[str]]:
+    """leader.py's calls in the operator's namespace: acquire, renew, take over, release."""
+    store = LeaseStore()
+    leader = Leader(store, "backscroll-system", "backscroll-operator", "a", duration_s=1, renew_s=0.1)
+    assert leader.tick() and leader.tick()  # created, renewed
+    store.lease["spec"]["holderIdentity"] = "b"  # b took over meanwhile
+    assert not leader.tick() and not leader.held()
+    leader._observed_at -= 100  # and stopped renewing long ago: a takeover
+    assert leader.tick() and store.lease["spec"]["holderIdentity"] == "a"
+    assert store.lease["spec"]["leaseTransitions"] == 1
+    leader.release()
+    assert store.lease["spec"]["holderIdentity"] is None
+    return {("coordination.k8s.io", "leases"): {verb for verb, _ in store.calls}}
 
 
 class Recording:
@@ -159,7 +195,8 @@ def test_cluster_wide_chart_grants_exactly_what_is_needed(render, needs):
     roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
     assert granted(roles["rel-backscroll"]["rules"]) == needs
     assert granted(roles["rel-backscroll-discovery"]["rules"]) == KOPF_CLUSTER
-    assert not of_kind(docs, "Role")
+    (leader,) = of_kind(docs, "Role")
+    assert leader["metadata"]["namespace"] == "backscroll" and granted(leader["rules"]) == leader_needs()
     bound = {b["roleRef"]["name"]: b["subjects"] for b in of_kind(docs, "ClusterRoleBinding")}
     (account,) = of_kind(docs, "ServiceAccount")
     for subjects in bound.values():
@@ -169,16 +206,23 @@ def test_cluster_wide_chart_grants_exactly_what_is_needed(render, needs):
 
 def test_namespaced_chart_grants_the_same_in_each_namespace_only(render, needs):
     docs = render(CHART / "examples/namespaced.yaml")
-    roles = of_kind(docs, "Role")
+    roles = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] != "rel-backscroll-leader"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
         assert granted(role["rules"]) == needs
     (cluster,) = of_kind(docs, "ClusterRole")
     assert granted(cluster["rules"]) == {**KOPF_CLUSTER, **KOPF_NAMESPACE_SCAN}
-    assert sorted(b["metadata"]["namespace"] for b in of_kind(docs, "RoleBinding")) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in of_kind(docs, "RoleBinding")
+                  if b["metadata"]["name"] != "rel-backscroll-leader") == ["team-a", "team-b"]
+    (leader,) = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] == "rel-backscroll-leader"]
+    assert leader["metadata"]["namespace"] == "backscroll" and granted(leader["rules"]) == leader_needs()
 
 
 def test_kustomize_base_grants_exactly_what_is_needed(needs):
     docs = list(yaml.safe_load_all((ROOT / "k8s/base/operator/rbac.yaml").read_text()))
     (role,) = of_kind(docs, "ClusterRole")
     assert granted(role["rules"]) == {**needs, **KOPF_CLUSTER}
+    (leader,) = of_kind(docs, "Role")
+    assert granted(leader["rules"]) == leader_needs()
+    (binding,) = of_kind(docs, "RoleBinding")
+    assert binding["roleRef"]["name"] == leader["metadata"]["name"]

@@ -125,6 +125,8 @@ BUILTINS = [
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", ["pdb"], [], ("status",), True),
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", ["netpol"], [], (), True),
     ("networking.k8s.io", "v1", "ingresses", "Ingress", ["ing"], [], ("status",), True),
+    ("coordination.k8s.io", "v1", "leases", "Lease", [], [], (), True),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", ["hpa"], ["all"], ("status",), True),
     ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
      ["crd", "crds"], ["api-extensions"], ("status",), False),
 ]
@@ -682,6 +684,9 @@ class Emulator(kmock.KubernetesEmulator):
         # Writes that changed an object (what a watch would see), same shape.
         self.changes: list[tuple[str, str, str | None, str]] = []
         self.kinds: dict[tuple[str, str, str], Kind] = {}
+        # Failure injection: while set, every /api and /apis request is answered with this code
+        # (an API server outage, as a client sees it).
+        self.failing: int | None = None
         for group, version, plural, kind, short, categories, subresources, namespaced in BUILTINS:
             self.kinds[group, version, plural] = Kind(group, version, plural, kind, kind.lower(), namespaced,
                                                       short, categories, subresources)
@@ -730,6 +735,8 @@ class Emulator(kmock.KubernetesEmulator):
             if path == "/":
                 return self._json({"paths": sorted({"/api", "/api/v1", "/apis", "/version", "/openapi/v2", "/openapi/v3"}
                                                    | {k.prefix(None).rsplit("/", 1)[0] for k in self.kinds.values()})})
+            if self.failing and (path == "/api" or path.startswith(("/api/", "/apis"))):
+                raise ApiError(self.failing, "InternalError", "injected failure")
             route = self._route(path)
             if route is None:
                 return await super()._handle(request)

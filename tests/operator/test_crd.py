@@ -135,4 +135,5 @@ def test_kustomize_builds_the_operator_and_its_crd():
     out = subprocess.run(["kubectl", "kustomize", str(ROOT / "k8s/base")], capture_output=True, text=True, check=True)
     kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout) if d]
     assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
-                                    "ClusterRoleBinding", "Deployment"])
+                                    "ClusterRoleBinding", "Deployment", "Service",
+                                    "Role", "RoleBinding"])  # the operator's metrics; its Lease
