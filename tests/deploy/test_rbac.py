@@ -22,7 +22,7 @@ from backscroll_operator.leader import Leader
 from backscroll_operator.names import Owner
 from backscroll_operator.reconcile import converge
 from backscroll_operator.spec import parse
-from tests.deploy.conftest import CHART, ROOT, of_kind
+from tests.deploy.conftest import CHART, ROOT, of_kind, run
 
 # (apiGroup, resource) -> verbs kopf itself uses in the watched namespaces
 KOPF = {
@@ -226,3 +226,27 @@ def test_kustomize_base_grants_exactly_what_is_needed(needs):
     assert granted(leader["rules"]) == leader_needs()
     (binding,) = of_kind(docs, "RoleBinding")
     assert binding["roleRef"]["name"] == leader["metadata"]["name"]
+
+
+def test_kustomize_overlay_grants_in_the_watched_namespace_only(kubectl, needs):
+    """k8s/overlays/example watches team-search: a Role there with the namespaced rules, and
+    cluster-wide only what kopf reads there (CRDs, namespace names): no Secrets outside it."""
+    done = run(kubectl, "kustomize", str(ROOT / "k8s/overlays/example"))
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    env = {e["name"]: e.get("value") for d in of_kind(docs, "Deployment")
+           for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["BACKSCROLL_OPERATOR_NAMESPACES"] == '["team-search"]'
+    (cluster,) = of_kind(docs, "ClusterRole")
+    assert granted(cluster["rules"]) == {**KOPF_CLUSTER, **KOPF_NAMESPACE_SCAN}
+    for binding in of_kind(docs, "ClusterRoleBinding"):
+        assert binding["roleRef"]["name"] == cluster["metadata"]["name"]
+    (role,) = [r for r in of_kind(docs, "Role") if r["metadata"]["namespace"] == "team-search"]
+    assert granted(role["rules"]) == needs
+    (binding,) = [b for b in of_kind(docs, "RoleBinding") if b["metadata"]["namespace"] == "team-search"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "backscroll-operator",
+                                    "namespace": "backscroll-system"}]
+    (index,) = of_kind(docs, "SearchIndex")
+    assert index["metadata"]["namespace"] == "team-search"
