@@ -269,6 +269,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
                 passes.metrics.leader.set(1 if leading else 0)
                 if leading:
                     passes.wake.set()  # a pass for every index now: changes made meanwhile
+                else:
+                    passes.metrics.forget_all()  # the new leader's gauges are the ones to read
 
             passes.leader = Leader(passes.kube, config.lease_namespace or own_namespace(), config.lease_name,
                                    identity, config.lease_duration_s, config.lease_renew_s,

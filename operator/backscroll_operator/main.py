@@ -12,7 +12,8 @@ from .config import OperatorConfig
 from .handlers import register
 
 
-def main(argv: list[str] | None = None) -> int:
+def settings(argv: list[str] | None = None) -> tuple[argparse.Namespace, OperatorConfig]:
+    """The command line over BACKSCROLL_OPERATOR_*: the flags win."""
     parser = argparse.ArgumentParser(prog="backscroll-operator", description=__doc__)
     parser.add_argument("-n", "--namespace", action="append", default=[],
                         help="watch this namespace (repeatable; default BACKSCROLL_OPERATOR_NAMESPACES, else all)")
@@ -38,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
         update.update(metrics_host=parts.hostname or "0.0.0.0", metrics_port=parts.port)
         if flag == "--liveness" and parts.path not in ("", "/"):
             update["liveness_path"] = parts.path
-    config = config.model_copy(update=update)
+    return args, config.model_copy(update=update)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, config = settings(argv)
     namespaces = args.namespace or config.namespaces
     kopf.configure(verbose=args.verbose)
     registry = kopf.OperatorRegistry()

@@ -125,6 +125,13 @@ class Metrics:
             for p in PHASES:
                 self._drop(self.phase, (namespace, name, p))
 
+    def forget_all(self) -> None:
+        """Leadership lost: the new leader publishes the indexes' gauges, this replica none."""
+        with self._guard:
+            indexes = list(self._models)
+        for namespace, name in indexes:
+            self.forget(namespace, name)
+
     def _forget_model(self, namespace: str, name: str, model: str) -> None:
         key = (namespace, name, model)
         self._readings.pop(key, None)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from backscroll_operator.main import settings
 from backscroll_operator.metrics import Metrics
 
 from .conftest import NS, eventually, report
@@ -105,3 +107,24 @@ def test_liveness_fails_while_the_api_server_fails(api, status_server, cluster):
         finally:
             cluster.emulator.failing = None
         eventually(lambda: health(replica) == 200, timeout=30)
+
+
+def test_a_replica_that_loses_the_lease_drops_its_index_gauges():
+    metrics = Metrics()
+    metrics.index(NS, "a", {"mode": "lexical"})
+    metrics.index(NS, "b", {"mode": "hybrid", "models": [{"model": "m", "embedded": 1, "total": 2, "coverage": 0.5}]})
+    metrics.forget_all()
+    names = {s.name for m in metrics.registry.collect() for s in m.samples}
+    assert not {n for n in names if n.startswith("backscroll_searchindex_")}
+
+
+def test_the_command_line_chooses_the_metrics_and_liveness_port(monkeypatch):
+    monkeypatch.setenv("BACKSCROLL_OPERATOR_METRICS_PORT", "9100")
+    _, config = settings([])
+    assert (config.metrics_port, config.liveness_path) == (9100, "/healthz")
+    _, config = settings(["--metrics", "http://127.0.0.1:9090"])
+    assert (config.metrics_host, config.metrics_port) == ("127.0.0.1", 9090)
+    _, config = settings(["--liveness", "http://0.0.0.0:8081/livez"])
+    assert (config.metrics_port, config.liveness_path) == (8081, "/livez")
+    with pytest.raises(SystemExit):
+        settings(["--metrics", "http://0.0.0.0:9090", "--liveness", "http://0.0.0.0:8081/healthz"])
