@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -54,3 +54,11 @@ class OperatorConfig(BaseSettings):
         default=5.0, gt=0, description="How often the leader renews (and a follower checks) the Lease.")
     identity: str | None = Field(
         default=None, description="This replica's holderIdentity; unset: the pod's hostname and a random suffix.")
+
+    @model_validator(mode="after")
+    def _renewal_fits_the_lease(self) -> OperatorConfig:
+        # A leader acts for two thirds of the duration after a renewal: it must renew before that.
+        if self.leader_election and self.lease_renew_s >= self.lease_duration_s * 2 / 3:
+            raise ValueError(f"lease_renew_s ({self.lease_renew_s}) must be under two thirds of "
+                             f"lease_duration_s ({self.lease_duration_s})")
+        return self

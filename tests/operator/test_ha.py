@@ -6,6 +6,11 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import pytest
+from pydantic import ValidationError
+
+from backscroll_operator.config import OperatorConfig
+
 from .conftest import NS, eventually
 from .replicas import Replicas
 from .test_scenarios import searchindex
@@ -108,3 +113,9 @@ def test_a_dead_leader_is_taken_over_once_its_lease_expires(api, status_server):
     finally:
         alive.clear()
         ghost.join(5)
+
+
+def test_a_renewal_that_does_not_fit_the_lease_is_refused():
+    with pytest.raises(ValidationError, match="two thirds"):
+        OperatorConfig(lease_duration_s=15, lease_renew_s=10)
+    assert OperatorConfig(lease_duration_s=15, lease_renew_s=10, leader_election=False).lease_renew_s == 10
