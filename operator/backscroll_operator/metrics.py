@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-MODES = ("lexical", "hybrid", "degraded")
+MODES = ("lexical", "hybrid", "degraded", "hibernated")
 PHASES = ("Lexical", "Migrating", "Backfilling", "CatchingUp", "Switching", "Complete")
 
 log = logging.getLogger(__name__)

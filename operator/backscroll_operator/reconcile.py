@@ -131,8 +131,14 @@ def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
     if emb is not None and emb.external is not None and emb.external.api_key_secret_ref is not None:
         ref = emb.external.api_key_secret_ref
         refs.append(("spec.embeddings.external.apiKeySecretRef", ref.name, [ref.key]))
+    # The embeddings server's Hub token: checked too, but not in the digest (the Backscroll pods
+    # do not read it, and its rotation must not roll them).
+    unhashed = []
+    if emb is not None and emb.in_cluster and emb.server is not None and emb.server.model_source.token_secret_ref:
+        ref = emb.server.model_source.token_secret_ref
+        unhashed.append(("spec.embeddings.server.modelSource.tokenSecretRef", ref.name, [ref.key]))
     digest = hashlib.sha256()
-    for field, name, keys in refs:
+    for field, name, keys in [*refs, *unhashed]:
         secret = kube.get("secrets", owner.namespace, name)
         if secret is None:
             raise Blocked("SecretMissing", field, f"secret {name} not found in namespace {owner.namespace}")
@@ -140,7 +146,8 @@ def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
         for key in keys:
             if key not in data:
                 raise Blocked("SecretMissing", field, f"secret {name} has no key {key!r}")
-            digest.update(f"{name}/{key}={data[key]}\n".encode())
+            if (field, name, keys) in refs:
+                digest.update(f"{name}/{key}={data[key]}\n".encode())
     return digest.hexdigest()[:16]
 
 

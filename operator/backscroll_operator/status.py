@@ -114,6 +114,8 @@ def _current_model(report: dict | None, model: str) -> dict | None:
 
 
 def _mode(spec: SearchIndexSpec, facts: Facts) -> str:
+    if spec.hibernated:
+        return "hibernated"  # no API pod: search answers nothing, which is neither mode
     if spec.embeddings is None:
         # Pods still rolling out may answer hybrid for a while; the report says so when it can.
         return (facts.report or {}).get("mode", "lexical") if facts.report else "lexical"

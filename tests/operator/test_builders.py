@@ -348,3 +348,22 @@ def test_worker_has_probes_on_its_health_port():
 
     settings = Settings(_env_file=None, worker_health_port=8081, worker_health_host="0.0.0.0")
     assert settings.worker_health_port == 8081, "the names the operator sets are the worker's settings"
+
+
+def test_a_missing_hub_token_secret_blocks_with_its_field_and_does_not_roll_the_backscroll_pods():
+    from backscroll_operator.reconcile import Blocked, check_secrets
+
+    class Secrets:
+        def __init__(self, **secrets):
+            self.secrets = secrets
+
+        def get(self, resource, namespace, name):
+            return self.secrets.get(name)
+
+    spec = parse({**IN_CLUSTER, "embeddings": {**IN_CLUSTER["embeddings"], "server": {
+        "modelSource": {"tokenSecretRef": {"name": "hf", "key": "token"}}}}})
+    db = {"data": {"uri": "eA=="}}
+    with pytest.raises(Blocked, match="spec.embeddings.server.modelSource.tokenSecretRef"):
+        check_secrets(Secrets(db=db), OWNER, spec)
+    one = check_secrets(Secrets(db=db, hf={"data": {"token": "YQ=="}}), OWNER, spec)
+    assert one == check_secrets(Secrets(db=db, hf={"data": {"token": "Yg=="}}), OWNER, spec)

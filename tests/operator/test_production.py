@@ -263,6 +263,7 @@ def test_a_hibernated_index_reads_hibernated_not_api_not_ready(spec_body, cause)
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "Hibernated")
     assert cause in ready["message"]
+    assert status["mode"] == "hibernated", "neither hybrid nor degraded: nothing answers"
     awake = derive(parse(BASE), _facts(2), 3, None, "2026-01-01T00:00:00Z", steady(parse(BASE)))
     assert next(c for c in awake["conditions"] if c["type"] == "Ready")["reason"] == "ApiNotReady"
 

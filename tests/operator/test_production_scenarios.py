@@ -37,6 +37,7 @@ def test_hibernate_scales_to_zero_reads_hibernated_and_wakes_up(api, operator, s
             eventually(lambda: replicas(api, name) == 0)
         eventually(lambda: condition(api, "search", "Ready").get("reason") == "Hibernated")
         assert condition(api, "search", "Ready")["status"] == "False"
+        assert api.get("searchindexes", "search")["status"]["mode"] == "hibernated"
         eventually(lambda: not api.names("poddisruptionbudgets"))
         assert not [e for e in api.events("search") if e["reason"] == "Hibernated" and e["type"] == "Warning"]
         api.patch("searchindexes", "search", {"spec": {"hibernate": False}})
