@@ -72,6 +72,17 @@ def db_url(pg_url, template_url) -> str:
 
 
 @pytest.fixture
+def empty_db_url(pg_url) -> str:
+    """A database with nothing in it: not even the migrations (migration and start-up tests)."""
+    name = f"bs_empty_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"create database {name}")
+    yield _with_db(pg_url, name)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")
+
+
+@pytest.fixture
 def world(db_url):
     """Helpers that write this test's world (workspaces, conversations, messages, turns, tokens)."""
     w = open_world(db_url)

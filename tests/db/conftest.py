@@ -1,11 +1,7 @@
-"""Fixtures for the database suites: a world on a fresh database, readers, an empty database."""
+"""Fixtures for the database suites: a world on a fresh database and readers (tests/conftest.py has the empty one)."""
 
 from __future__ import annotations
 
-import itertools
-import os
-
-import psycopg
 import pytest
 
 from backscroll.access.auth import Principal, authenticate
@@ -14,25 +10,12 @@ from backscroll.search.cursor import CursorCodec
 from backscroll.search.sessions import Limits
 from tests.world import World
 
-_empty = itertools.count()
-
 LIMITS = Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
 
 
 @pytest.fixture
 def codec() -> CursorCodec:
     return CursorCodec(b"k" * 32)
-
-
-@pytest.fixture
-def empty_db_url(pg_url) -> str:
-    """A database with nothing in it: not even the migrations (for the migration tests)."""
-    name = f"bs_empty_{os.getpid()}_{next(_empty)}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"create database {name}")
-    yield psycopg.conninfo.make_conninfo(pg_url, dbname=name)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {name} with (force)")
 
 
 def reader(w: World, ws: str, actor: str, agents: list[str] | None = None) -> Principal:

@@ -47,17 +47,7 @@ def serve(settings, url: str, heartbeat: Heartbeat, loop: threading.Thread) -> H
     return HealthServer(settings, url, heartbeat, loop, "127.0.0.1", 0).start()
 
 
-@pytest.fixture
-def empty_url(pg_url):
-    name = f"bs_health_{time.monotonic_ns()}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f"create database {name}")
-    yield psycopg.conninfo.make_conninfo(pg_url, dbname=name)
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f"drop database if exists {name} with (force)")
-
-
-def test_ready_on_a_migrated_database_with_the_model_and_not_otherwise(pg_url, db_url, fake, empty_url, tmp_path):
+def test_ready_on_a_migrated_database_with_the_model_and_not_otherwise(pg_url, db_url, fake, empty_db_url, tmp_path):
     settings = fake_settings(db_url, fake)
     health = serve(settings, db_url, Heartbeat(), threading.current_thread())
     try:
@@ -94,8 +84,8 @@ def test_ready_on_a_migrated_database_with_the_model_and_not_otherwise(pg_url, d
         health.close()
 
     # A schema short of this build's migrations: not ready, with where it stands.
-    migrate(empty_url, directory=migrations_through(tmp_path, 20))
-    health = serve(fake_settings(empty_url, fake), empty_url, Heartbeat(), threading.current_thread())
+    migrate(empty_db_url, directory=migrations_through(tmp_path, 20))
+    health = serve(fake_settings(empty_db_url, fake), empty_db_url, Heartbeat(), threading.current_thread())
     try:
         assert get(health.port, "/readyz") == (503, {"status": "unavailable", "reason": f"schema 20, want {LATEST}"})
     finally:
@@ -135,21 +125,21 @@ def test_healthz_fails_when_the_loop_stops_or_stalls(db_url, world, fake, fake_m
         health.close()
 
 
-def test_the_wait_for_migrations_is_bounded_and_says_why(empty_url, fake, caplog):
-    settings = fake_settings(empty_url, fake, schema_wait_s=1.5)
+def test_the_wait_for_migrations_is_bounded_and_says_why(empty_db_url, fake, caplog):
+    settings = fake_settings(empty_db_url, fake, schema_wait_s=1.5)
     beats = []
     with pytest.raises(MigrationError, match=f"waited 1.5 s for migrations \\(schema 0, want {LATEST}\\)"):
-        wait_until_ready(empty_url, settings, threading.Event(), "backfill", tick=lambda: beats.append(1))
+        wait_until_ready(empty_db_url, settings, threading.Event(), "backfill", tick=lambda: beats.append(1))
     assert len(beats) >= 2
     said = [r.getMessage() for r in caplog.records if "waiting for migrations" in r.getMessage()]
     assert said == [f"backfill: waiting for migrations (schema 0, want {LATEST})"]  # once, not per poll
 
 
-def test_the_worker_waits_for_the_migration_job_then_works(empty_url, fake):
+def test_the_worker_waits_for_the_migration_job_then_works(empty_db_url, fake):
     """The operator starts the worker beside the migration Job: it waits, alive and not ready, and
     embeds once the schema and the model are there."""
     port = free_port()
-    env = cli_env(empty_url, fake, BACKSCROLL_WORKER_HEALTH_PORT=port, BACKSCROLL_WORKER_POLL_S=0.1)
+    env = cli_env(empty_db_url, fake, BACKSCROLL_WORKER_HEALTH_PORT=port, BACKSCROLL_WORKER_POLL_S=0.1)
     proc = subprocess.Popen([sys.executable, "-m", "backscroll.cli", "worker"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -164,11 +154,11 @@ def test_the_worker_waits_for_the_migration_job_then_works(empty_url, fake):
         assert ready == (503, {"status": "unavailable", "reason": f"schema 0, want {LATEST}"})
         assert get(port, "/healthz") == (200, {"status": "ok"})
 
-        migrate(empty_url)
-        register_model(empty_url, FAKE_MODEL, FAKE_DIMS)
+        migrate(empty_db_url)
+        register_model(empty_db_url, FAKE_MODEL, FAKE_DIMS)
         from tests.world import open_world
 
-        w = open_world(empty_url)
+        w = open_world(empty_db_url)
         try:
             messages(w, "acme", 2)
             deadline = time.monotonic() + 60
