@@ -161,17 +161,15 @@ def status_token(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> tuple[dict 
     if ref is None:
         token = f"bks_status_{secrets.token_urlsafe(32)}"
         return create_once(kube, owner, "secrets", builders.status_token_secret(owner, token)), None
-    secret = kube.get("secrets", owner.namespace, ref.name)
-    data = (secret or {}).get("data") or {}
-    if secret is None or ref.key not in data:
-        return None, None
-    return None, base64.b64decode(data[ref.key]).decode().strip()
+    return None, _secret_value(kube.get("secrets", owner.namespace, ref.name), ref.key)
 
 
-def _token_of(secret: dict) -> str | None:
-    if "token" in (secret.get("data") or {}):
-        return base64.b64decode(secret["data"]["token"]).decode().strip()
-    return (secret.get("stringData") or {}).get("token")
+def _secret_value(secret: dict | None, key: str) -> str | None:
+    """A Secret's value as text: `data` is base64 (what an API server answers); `stringData`
+    is plain (what a create sent, as an emulator keeps it)."""
+    if key in ((secret or {}).get("data") or {}):
+        return base64.b64decode(secret["data"][key]).decode().strip()
+    return ((secret or {}).get("stringData") or {}).get(key)
 
 
 def read_report(owner: Owner, spec: SearchIndexSpec, config: OperatorConfig, token: str | None,
@@ -202,9 +200,15 @@ def _image(deployment: dict | None) -> str | None:
     return _annotation(deployment, IMAGE_ANNOTATION) or containers[0].get("image")
 
 
-def _is_backfill(job: dict) -> bool:
-    # By label: a long index name cuts the `-backfill` out of the Job's name.
-    return ((job.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "backfill"
+def _component(child: dict) -> str | None:
+    # By label, not by name: a long index name cuts the `-backfill` out of the Job's name.
+    return ((child.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+
+
+def _only_job(kube: Kube, owner: Owner, component: str, manifest: dict | None) -> None:
+    """The one Job of `component` the plan wants (created once), or none; others removed."""
+    keep = {create_once(kube, owner, "jobs", manifest)["metadata"]["name"]} if manifest is not None else set()
+    remove_others(kube, owner, "jobs", component, keep=keep)
 
 
 def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig,
@@ -219,6 +223,9 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     migration_state = JobState.of(migration["metadata"]["name"], create_once(kube, owner, "jobs", migration))
     remove_others(kube, owner, "jobs", "migrate", keep={migration_state.name})
     migrated = migration_state.phase == "succeeded"
+    # Every Job of the index, read once: the registrations, backfills, catch-up and prune below.
+    jobs = {j["metadata"]["name"]: j for j in kube.list("jobs", owner.namespace, {"app.kubernetes.io/instance": owner.name})
+            if _owned(j, owner)}
 
     token, why_not = given_token, (f"spec.api.statusTokenSecretRef: secret {spec.api.status_token_secret_ref.name} "
                                    f"has no token" if spec.api.status_token_secret_ref else "")
@@ -229,30 +236,26 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
                                      create_once(kube, owner, "jobs", register) if migrated else
                                      kube.get("jobs", owner.namespace, register["metadata"]["name"]))
         uid = token_secret["metadata"]["uid"]
-        registered = {j["metadata"]["name"] for j in kube.list("jobs", owner.namespace, {
-            "app.kubernetes.io/instance": owner.name, "app.kubernetes.io/component": "register"})
-            if _owned(j, owner) and _annotation(j, TOKEN_ANNOTATION) == uid
-            and JobState.of(j["metadata"]["name"], j).phase == "succeeded"}
+        registered = {n for n, j in jobs.items() if _component(j) == "register"
+                      and _annotation(j, TOKEN_ANNOTATION) == uid and JobState.of(n, j).phase == "succeeded"}
         # The last registration of this Secret stands until the next one succeeded (a new image's).
         remove_others(kube, owner, "jobs", "register",
                       keep={register_state.name} | (set() if register_state.phase == "succeeded" else registered))
         if registered:
-            token = _token_of(token_secret)
+            token = _secret_value(token_secret, "token")
         else:
             why_not = f"the status token is registered by job {register_state.name} after the migration"
 
     live_api = kube.get("deployments", owner.namespace, builders.api_name(owner))
     live_worker = kube.get("deployments", owner.namespace, builders.worker_name(owner))
     report, error = read_report(owner, spec, config, token, why_not)
-    jobs = {j["metadata"]["name"]: j for j in kube.list("jobs", owner.namespace, {"app.kubernetes.io/instance": owner.name})
-            if _owned(j, owner)}
     target = spec.embeddings
 
     def state(name: str) -> JobState:
         return JobState.of(name, jobs.get(name))
 
     backfilled = frozenset(_annotation(j, MODEL_ANNOTATION) for n, j in jobs.items()
-                           if _is_backfill(j) and JobState.of(n, j).phase == "succeeded")
+                           if _component(j) == "backfill" and JobState.of(n, j).phase == "succeeded")
     catchup = state(builders.catchup_name(owner, target.model)) if target else None
     prune = state(builders.prune_name(owner, previous)) if previous else None
     if prune is not None and prune.phase == "succeeded":
@@ -263,11 +266,11 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     seen = rollout.Observed(
         migrated=migrated, api_exists=live_api is not None, api_image=_image(live_api),
         api_embeddings=builders.read_embeddings(live_api),
-        api_rolled_out=api_state.rolled_out and (api_state.desired == 0 or api_state.ready),
+        api_rolled_out=api_state.settled,
         api_annotated=_annotation(live_api, IMAGE_ANNOTATION) is not None,
         worker_exists=live_worker is not None,
         worker_embeddings=builders.read_embeddings(live_worker),
-        worker_rolled_out=worker_state.rolled_out and (worker_state.desired == 0 or worker_state.ready),
+        worker_rolled_out=worker_state.settled,
         backfilled=backfilled, caught_up=catchup is not None and catchup.phase == "succeeded",
         catchup_pending=catchup is not None and catchup.phase in ("running", "failed"),
         catchup_failed=catchup is not None and catchup.phase == "failed",
@@ -293,14 +296,9 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
         job = create_once(kube, owner, "jobs", builders.backfill_job(owner, spec, target)) if migrated else jobs.get(name)
         backfill_state = JobState.of(name, job)
     remove_others(kube, owner, "jobs", "backfill", keep={builders.backfill_name(owner, m) for m in plan.backfills})
-    keep = set()
-    if plan.catchup is not None:
-        keep.add(create_once(kube, owner, "jobs", builders.catchup_job(owner, spec, plan.catchup))["metadata"]["name"])
-    remove_others(kube, owner, "jobs", "catchup", keep=keep)
-    keep = set()
-    if plan.prune is not None:
-        keep.add(create_once(kube, owner, "jobs", builders.prune_job(owner, spec, plan.prune))["metadata"]["name"])
-    remove_others(kube, owner, "jobs", "prune", keep=keep)
+    _only_job(kube, owner, "catchup",
+              builders.catchup_job(owner, spec, plan.catchup) if plan.catchup is not None else None)
+    _only_job(kube, owner, "prune", builders.prune_job(owner, spec, plan.prune) if plan.prune is not None else None)
 
     def deployment(name: str) -> DeploymentState | None:
         key = f"deployments/{name}"

@@ -75,6 +75,11 @@ class DeploymentState:
     def ready(self) -> bool:
         return self.desired > 0 and self.rolled_out and self.available >= self.desired
 
+    @property
+    def settled(self) -> bool:
+        """Every pod runs the live manifest: rolled out and ready, or scaled to zero."""
+        return self.rolled_out and (self.desired == 0 or self.ready)
+
     def describe(self) -> str:
         if not self.rolled_out and self.available >= self.desired > 0:
             return f"deployment {self.name} is rolling out"
