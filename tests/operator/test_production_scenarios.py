@@ -43,6 +43,8 @@ def test_hibernate_scales_to_zero_reads_hibernated_and_wakes_up(api, operator, s
         api.patch("searchindexes", "search", {"spec": {"hibernate": False}})
         eventually(lambda: replicas(api, "search-api") == 2)
         for name in ("search-api", "search-worker", SERVER):
-            eventually(lambda: api.get("deployments", name))
+            # Played only once the operator scaled it back up: a rollout played at 0 replicas is
+            # undone by the next generation.
+            eventually(lambda: (replicas(api, name) or 0) > 0)
             api.roll_out(name)
         eventually(lambda: condition(api, "search", "Ready").get("status") == "True")
