@@ -18,9 +18,8 @@ from .api.service import Service
 from .config import Settings
 from .search.maintenance import Maintenance
 from .store.db import make_pool
+from .vocabulary import MAX_REQUEST_BYTES
 from .web import routes as web_routes
-
-MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
 REQUESTS = Counter("backscroll_http_requests_total", "HTTP requests", ["method", "route", "status"])
 LATENCY = Histogram(

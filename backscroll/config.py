@@ -70,6 +70,14 @@ class Settings(BaseSettings):
             "back for a deadlock or a serialization failure (another request's write met it); only then "
             "does it answer 503 `conflict_retry_exhausted`."),
     )
+    request_body_reads_max: int = Field(
+        default=16, ge=1, le=1024,
+        description=(
+            "Request bodies each API process reads at once (each up to 8 MiB held in memory until it is "
+            "parsed). A body is read only once its token and the token's kind were accepted; one more "
+            "answers 503 `busy` at once, before a byte of it is read, rather than queueing uploads "
+            "behind slow ones: the client retries, or a load balancer sends it to another process."),
+    )
     statement_timeout_ms: int = Field(
         default=5000,
         ge=100,
@@ -158,7 +166,11 @@ class Settings(BaseSettings):
         default=24, ge=4, le=200, description="Most words in a content hit's excerpt."
     )
     body_max_chars: int = Field(
-        default=1_000_000, ge=1, description="Longest message body ingestion accepts."
+        default=1_000_000, ge=1,
+        description=(
+            "Longest body any write accepts, in characters: a message appended, imported or grown by a "
+            "streamed append, an agent's reply, a memory. Longer answers 400 `body_too_long` (an import "
+            "line, rejected with that code)."),
     )
     master_key: SecretStr | None = Field(
         default=None,

@@ -26,6 +26,12 @@ class BadRequest(BackscrollError):
     code = "bad_request"
 
 
+class BodyTooLong(BadRequest):
+    """A body longer than Settings.body_max_chars, on whichever path wrote it (ingest.writes.check_body)."""
+
+    code = "body_too_long"
+
+
 class Unauthenticated(BackscrollError):
     status = 401
     code = "unauthenticated"
@@ -49,6 +55,12 @@ class Conflict(BackscrollError):
 class Unavailable(BackscrollError):
     status = 503
     code = "unavailable"
+
+
+class Busy(Unavailable):
+    """No room for the request now (no database connection, no free body read): retry shortly."""
+
+    code = "busy"
 
 
 class RetriesExhausted(Unavailable):

@@ -20,7 +20,7 @@ from fastapi.security import HTTPBearer
 
 from ..vocabulary import MAX_ID
 from ..access.auth import TokenKind
-from ..errors import RetriesExhausted
+from ..errors import Busy, RetriesExhausted
 from .service import Service, held, service
 
 
@@ -46,16 +46,45 @@ def requires(*kinds: TokenKind):
     return declare
 
 
-class AuthenticatedRoute(APIRoute):
-    """A route that authenticates the caller, and checks the token's kind (`requires`), before
-    FastAPI validates the body or the parameters.
+def _carries_body(request: Request) -> bool:
+    """Whether a body follows the headers (HTTP/1.1 framing: a length other than 0, or a transfer
+    coding). One that does not is read at once, with nothing to wait for."""
+    headers = request.headers
+    return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
 
-    Without this an unauthenticated caller would get a 400 naming the fields a body lacks (the
-    schema, piece by piece) or telling which ids are well-formed, before ever being asked for a
-    token. The connection it authenticates on is the request's (Service.begin; Service.session
-    works on it), taken once the body has arrived, so a slow upload never holds a connection (the
-    body is bounded by app.BodyLimit). A route that declares no kinds is refused when the
-    application is built: no route answers every kind by omission.
+
+async def _read_body(svc: Service, request: Request) -> None:
+    """Read the body, kept by the request for the handler, as one of at most
+    `request_body_reads_max` at once: each may hold MAX_REQUEST_BYTES, and a slow client holds
+    its slot until it is done."""
+    if svc.body_reads.locked():
+        # Refused at once rather than queued: a queue behind slow uploads has no bound on its
+        # wait, and a client or load balancer retrying (elsewhere) is served sooner.
+        raise Busy(f"{svc.settings.request_body_reads_max} request bodies are being read already; retry shortly")
+    async with svc.body_reads:
+        await request.body()
+
+
+async def _release(svc: Service, request: Request) -> None:
+    if svc.settled(request):
+        svc.end(request)  # nothing to commit: handing the connection back is no I/O
+    else:
+        await run_in_threadpool(svc.end, request)
+
+
+class AuthenticatedRoute(APIRoute):
+    """A route that authenticates the caller, and checks the token's kind (`requires`), from the
+    headers, before a byte of the body is read and before FastAPI validates the body or the
+    parameters.
+
+    Without this an unauthenticated caller would have its body buffered (up to app.BodyLimit's
+    bound) before it was asked for a token, and a 400 would name the fields a body lacks (the
+    schema, piece by piece) or tell which ids are well-formed. The connection the caller is
+    authenticated on is the request's (Service.begin; Service.session works on it); when a body
+    follows, it goes back while the body arrives, so a slow upload holds no connection, and the
+    work takes one afterwards for the caller already authenticated (Service.resume). At most
+    `request_body_reads_max` bodies are read at once (503 `busy` beyond). A route that declares no
+    kinds is refused when the application is built: no route answers every kind by omission.
     """
 
     def __init__(self, path: str, endpoint, **kwargs):
@@ -71,10 +100,13 @@ class AuthenticatedRoute(APIRoute):
 
         async def authenticated(request: Request) -> Response:
             svc = service(request)
-            await request.body()  # kept by the request for the handler
             await run_in_threadpool(svc.begin, request)
             try:
-                held(request).principal.require(*kinds)
+                principal = held(request).principal.require(*kinds)
+                if _carries_body(request):
+                    await _release(svc, request)
+                    await _read_body(svc, request)
+                    await run_in_threadpool(svc.resume, request, principal)
                 for attempt in itertools.count():
                     try:
                         return await handle(request)
@@ -86,10 +118,7 @@ class AuthenticatedRoute(APIRoute):
                         RETRIED.inc()
                         await asyncio.sleep(random.uniform(0.5, 1.5) * RETRY_BACKOFF_S * 2 ** attempt)
             finally:
-                if svc.settled(request):
-                    svc.end(request)  # nothing to commit: handing the connection back is no I/O
-                else:
-                    await run_in_threadpool(svc.end, request)
+                await _release(svc, request)
 
         return authenticated
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import BackscrollError
+from ..errors import BackscrollError, Busy
 
 log = logging.getLogger("backscroll.api")
 
@@ -64,7 +64,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(PoolTimeout)
     async def _busy(_: Request, exc: Exception):
-        return error_response(503, "busy", "no database connection was free in time; retry shortly")
+        return error_response(Busy.status, Busy.code, "no database connection was free in time; retry shortly")
 
     @app.exception_handler(psycopg.OperationalError)
     async def _db_down(_: Request, exc: Exception):

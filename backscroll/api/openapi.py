@@ -17,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 
 from .. import __version__
 from ..access.auth import TokenKind
+from ..vocabulary import MAX_REQUEST_BYTES
 
 ERROR = {
     "type": "object",
@@ -36,14 +37,16 @@ ERROR = {
 }
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 MEANING = {
-    "400": "Bad input (a parameter, id, cursor or body that is not one); nothing changed",
+    "400": "Bad input (a parameter, id, cursor or body that is not one, or text over its limit: "
+           "`body_too_long`); nothing changed",
     "401": "No valid token (missing, malformed, unknown or revoked)",
     "403": "This kind of token may not use this route",
     "404": "No such thing, or not the caller's to see",
     "409": "Conflicts with what is stored (a finished message, a turn that has its reply)",
-    "413": "The body is over the limit (8 MiB)",
-    "503": "The database is unavailable, a query ran past its time limit, no connection was free, or "
-           "concurrent writes rolled the request back more times than it retries",
+    "413": f"The body is over the limit ({MAX_REQUEST_BYTES // 2**20} MiB)",
+    "503": "The database is unavailable, a query ran past its time limit, no connection was free or too "
+           "many bodies were being read (`busy`), or concurrent writes rolled the request back more times "
+           "than it retries",
 }
 # Writes that can meet what is stored and refuse (errors.Conflict).
 CONFLICTS = {

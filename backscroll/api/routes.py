@@ -13,11 +13,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from .. import status as search_status
 from ..access.auth import API_KINDS, TokenKind
-from ..errors import BadRequest
+from ..errors import BodyTooLong
 from ..ingest import importer, links, memories
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
+from ..vocabulary import MAX_REQUEST_BYTES
 from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 from .service import Service
 
@@ -25,13 +26,6 @@ from .service import Service
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)])
 
 AGENT_SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # as agents.slug is constrained
-
-
-def _check_body_size(svc: Service, *texts: str | None) -> None:
-    for text in texts:
-        if text is not None and len(text) > svc.settings.body_max_chars:
-            raise BadRequest(f"body is {len(text)} characters; the most accepted is {svc.settings.body_max_chars}",
-                             code="body_too_long")
 
 
 @router.get("/v1/agent-sessions", tags=["sessions"], summary="Recent sessions, or sessions matching q")
@@ -78,7 +72,7 @@ def upsert_conversation(request: Request, response: Response, svc: Svc, body: in
              summary="Append a message (idempotent on external_id)")
 @requires(TokenKind.ingest)
 def append_message(request: Request, response: Response, svc: Svc, conversation_id: Id, body: ingest.MessageIn):
-    _check_body_size(svc, body.body)
+    svc.check_body(body.body)
     with svc.session(request) as (conn, principal):
         msg_id, created = ingest.append_message(conn, principal.workspace_id, conversation_id, body)
     if not created:
@@ -94,6 +88,9 @@ class ImportAccepted(BaseModel):
 
 class ImportRejected(BaseModel):
     line: int
+    code: str = Field(description="What the API answers the same mistake with in a request of its own: "
+                                   "`invalid_request`, `body_too_long`, `forbidden` (a workspace not the "
+                                   "token's), `message_finished`, ...")
     error: str
 
 
@@ -114,8 +111,11 @@ class ImportResult(BaseModel):
                  "it is the token's). Each line lands whole or not at all, in order; a bad line is "
                  "answered with its number and reason and the others still land. Idempotent: conversations "
                  "and messages are keyed by their external ids, so a retried request creates nothing twice. "
-                 "A line's messages are written in one statement. Bodies are limited to 8 MiB: split "
-                 "larger loads."),
+                 "A line's messages are written in one statement. Bodies are limited to "
+                 f"{MAX_REQUEST_BYTES // 2**20} MiB: split larger loads. A line holds to the limits every "
+                 "write does (a message body over `body_max_chars` rejects it with `body_too_long`); a line "
+                 "naming a workspace other than the token's is rejected with one answer, whether or not that "
+                 "workspace exists."),
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/x-ndjson": {"schema": {"type": "string"}}}}})
 @requires(TokenKind.ingest)
@@ -126,20 +126,21 @@ async def bulk_import(request: Request, svc: Svc) -> dict:
 
 def _bulk_import(request: Request, svc: Service, data: bytes) -> dict:
     with svc.session(request) as (conn, principal):
-        report = importer.import_stream(conn, io.BytesIO(data), workspace_id=principal.workspace_id)
+        report = importer.import_stream(conn, io.BytesIO(data), workspace_id=principal.workspace_id,
+                                        body_max_chars=svc.settings.body_max_chars)
     return report.as_dict()
 
 
 @router.patch("/v1/messages/{message_id}", tags=["ingest"], summary="Fill or finish a streaming message")
 @requires(TokenKind.ingest)
 def patch_message(request: Request, svc: Svc, message_id: Id, body: ingest.MessagePatch):
-    _check_body_size(svc, body.body, body.append)
+    svc.check_body(body.body)
+    svc.check_body(body.append, "append")
     with svc.session(request) as (conn, principal):
         result = ingest.patch_message(conn, principal.workspace_id, message_id, body)
         if result["body_chars"] > svc.settings.body_max_chars:
             # Raising inside the transaction rolls the append back: nothing half-written.
-            raise BadRequest(f"the message would grow past {svc.settings.body_max_chars} characters",
-                             code="body_too_long")
+            raise BodyTooLong(f"the message would grow past {svc.settings.body_max_chars} characters")
     return result
 
 
@@ -210,6 +211,7 @@ def metrics(request: Request, svc: Svc):
 @router.post("/v1/memories", tags=["ingest"], status_code=201, summary="Store a memory with its audience and sources")
 @requires(TokenKind.ingest)
 def import_memory(request: Request, svc: Svc, body: memories.MemoryImport):
+    svc.check_body(body.body)
     with svc.session(request) as (conn, principal):
         return {"id": memories.import_memory(conn, principal.workspace_id, body)}
 

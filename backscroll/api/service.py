@@ -1,15 +1,18 @@
 """What every request needs: the pool, the settings, the cursor codec, and authentication.
 
-A request authenticates once, on the connection it then works on: the route (deps.AuthenticatedRoute)
-takes a connection from the pool, authenticates the caller in that connection's transaction and
-keeps both for the request (`begin`); `session` continues that transaction with the request's work
-and commits it, so the token lookup and the work are one transaction on one connection; `end`
-gives the connection back. A request is authorized as of its start: a token revoked while it
-runs stops every request that starts after the revocation commits.
+A request authenticates once, from its headers, before its body is read: the route
+(deps.AuthenticatedRoute) takes a connection from the pool, authenticates the caller in that
+connection's transaction and keeps both for the request (`begin`); `session` continues that
+transaction with the request's work and commits it; `end` gives the connection back. A request
+with a body gives the connection back while the body arrives (a slow upload holds none) and takes
+another for the work, for the caller already authenticated (`resume`). A request is authorized as
+of its start: a token revoked while it runs stops every request that starts after the revocation
+commits.
 """
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -22,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from ..access.auth import Principal, authenticate
 from ..access.keys import derive, root_key
 from ..config import Settings
+from ..ingest.writes import check_body
 from ..search.cursor import CursorCodec
 from ..search.hybrid import SideConnection
 from ..search.sessions import Limits
@@ -52,6 +56,11 @@ class Service:
             query_max_chars=settings.query_max_chars,
             excerpt_words=settings.excerpt_words,
         )
+        self.body_reads = asyncio.Semaphore(settings.request_body_reads_max)  # deps._read_body
+
+    def check_body(self, text: str | None, field: str = "body") -> None:
+        """The body limit every write path holds to, at this server's setting (writes.check_body)."""
+        check_body(self.settings.body_max_chars, text, field)
 
     def begin(self, request: Request) -> None:
         """Authenticate the caller on a connection the request keeps until `end` (see the module)."""
@@ -62,6 +71,10 @@ class Service:
             self._give_back(conn)
             raise
         request.state.held = Held(conn, principal)
+
+    def resume(self, request: Request, principal: Principal) -> None:
+        """A connection for the work of a caller `begin` authenticated, once its body arrived."""
+        request.state.held = Held(self.pool.getconn(), principal)
 
     def settled(self, request: Request) -> bool:
         """Whether the request's connection has no transaction open (its session committed or

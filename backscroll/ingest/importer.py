@@ -15,8 +15,14 @@ from typing import BinaryIO, Callable, TextIO
 import psycopg
 from pydantic import ValidationError
 
-from ..errors import BackscrollError
+from ..config import Settings
+from ..errors import BackscrollError, BadRequest, Forbidden
 from . import writes as ingest
+
+# `backscroll import` reads no settings of its own: it holds to the limit's declared default.
+DEFAULT_BODY_MAX_CHARS = Settings.model_fields["body_max_chars"].default
+# One answer whether the workspace a line names exists or not: slugs are customer names.
+NOT_YOURS = "workspace: this token writes to its own workspace only (leave `workspace` out)"
 
 
 @dataclass
@@ -25,28 +31,36 @@ class ImportReport:
     conversations: int = 0
     messages_created: int = 0
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    codes: dict[int, str] = field(default_factory=dict)  # a rejected line's error code, as the API names it
     accepted: list[tuple[int, int, int]] = field(default_factory=list)  # (line, conversation id, messages created)
 
     def as_dict(self) -> dict:
         return {"lines": self.lines, "conversations": self.conversations, "messages_created": self.messages_created,
                 "accepted": [{"line": n, "conversation_id": c, "messages_created": m} for n, c, m in self.accepted],
-                "rejected": [{"line": n, "error": reason} for n, reason in self.rejected]}
+                "rejected": [{"line": n, "code": self.codes[n], "error": reason} for n, reason in self.rejected]}
+
+    def reject(self, number: int, exc: Exception) -> None:
+        code, reason = _rejection(exc)
+        self.rejected.append((number, reason))
+        self.codes[number] = code
 
 
-def _reason(exc: Exception) -> str:
+def _rejection(exc: Exception) -> tuple[str, str]:
+    """A bad line's error code and reason: the code the API answers the same mistake with
+    elsewhere (`invalid_request`, `body_too_long`, ...), so a line is refused like a request."""
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ())) or "line"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        return f"{loc}: {err.get('msg')}{more}"
+        return "invalid_request", f"{loc}: {err.get('msg')}{more}"
     if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 (byte {exc.start})"
+        return "invalid_request", f"not UTF-8 (byte {exc.start})"
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON: {exc.msg} at column {exc.colno}"
+        return "invalid_request", f"not valid JSON: {exc.msg} at column {exc.colno}"
     if isinstance(exc, BackscrollError):
-        return exc.message
+        return exc.code, exc.message
     if isinstance(exc, psycopg.errors.DataError | psycopg.errors.IntegrityError):
-        return f"rejected by the database: {exc.diag.message_primary}"
+        return "invalid_request", f"rejected by the database: {exc.diag.message_primary}"
     raise exc
 
 
@@ -56,7 +70,7 @@ def _parse(data: bytes) -> object:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, 100,000 nested brackets
-        raise BackscrollError(f"not valid JSON: {str(exc).split(':')[0]}") from None
+        raise BadRequest(f"not valid JSON: {str(exc).split(':')[0]}", code="invalid_request") from None
 
 
 def import_stream(
@@ -67,11 +81,15 @@ def import_stream(
     progress: Callable[[int], None] | None = None,
     rejects: TextIO | None = None,
     workspace_id: int | None = None,
+    body_max_chars: int = DEFAULT_BODY_MAX_CHARS,
 ) -> ImportReport:
     """Import JSON lines; with `workspace_id` (an ingest token's), every line lands there and a
     line naming another workspace is rejected."""
     report = ImportReport()
     workspace_ids: dict[str, int] = {}
+    # A token's own workspace, by name: a line naming any other is refused before, and instead
+    # of, looking that name up, so whether it exists is never told.
+    own = ingest.workspace_slug(conn, workspace_id) if workspace_id is not None else None
     for number, data in enumerate(stream, start=1):
         if progress is not None:
             progress(len(data))
@@ -81,21 +99,26 @@ def import_stream(
         raw = data.decode("utf-8", errors="replace")
         try:
             line = ingest.ImportLine.model_validate(_parse(data))
-            slug = line.workspace or default_workspace
-            if slug is None and workspace_id is None:
-                raise BackscrollError("no workspace: give `workspace` on the line or --workspace")
+            if workspace_id is not None:
+                if line.workspace not in (None, own):
+                    raise Forbidden(NOT_YOURS)
+                slug = None
+            else:
+                slug = line.workspace or default_workspace
+                if slug is None:
+                    raise BadRequest("no workspace: give `workspace` on the line or --workspace")
+            for i, message in enumerate(line.messages):
+                ingest.check_body(body_max_chars, message.body, f"messages.{i}.body")
             with conn.transaction():
                 if slug is not None and slug not in workspace_ids:
                     workspace_ids[slug] = ingest.workspace_id_for(conn, slug)
-                target = workspace_ids[slug] if slug is not None else workspace_id
-                if workspace_id is not None and target != workspace_id:
-                    raise BackscrollError(f"workspace {slug!r}: this token writes to its own workspace only")
+                target = workspace_id if slug is None else workspace_ids[slug]
                 conv_id, created = ingest.import_line(conn, target, line)
             report.conversations += 1
             report.messages_created += created
             report.accepted.append((number, conv_id, created))
-        except Exception as exc:  # noqa: BLE001 - _reason re-raises what is not a bad line
-            report.rejected.append((number, _reason(exc)))
+        except Exception as exc:  # noqa: BLE001 - _rejection re-raises what is not a bad line
+            report.reject(number, exc)
             if rejects is not None:
                 rejects.write(raw if raw.endswith("\n") else raw + "\n")
     return report

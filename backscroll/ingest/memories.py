@@ -20,7 +20,7 @@ returning id
 
 class MemoryImport(Strict):
     agent: Slug
-    body: Prose = Field(min_length=1, max_length=100_000)
+    body: Prose = Field(min_length=1, description="At most body_max_chars characters, as every body")
     audience: Audience = Field(description="Where the memory may be disclosed; the namespace is required")
     source_message_ids: list[int] = Field(default_factory=list, max_length=500)
 

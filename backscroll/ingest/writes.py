@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from .. import language
-from ..errors import BadRequest, Conflict, NotFound
-from ..vocabulary import ExternalId, Prose, Slug, Text
+from ..errors import BadRequest, BodyTooLong, Conflict, NotFound
+from ..vocabulary import ExternalId, Prose, Slug, Text, Title
 
 # Far-future timestamps would pin a conversation to the top of every recent list.
 MAX_CLOCK_SKEW = timedelta(hours=1)
@@ -109,7 +109,7 @@ class ConversationIn(Strict):
     agent_name: Annotated[Prose, Field(max_length=200)] | None = None
     connector: ConnectorRef
     external_id: ExternalId
-    title: Annotated[Prose, Field(max_length=1000)] = ""
+    title: Title = ""
     audience: Audience | None = Field(
         default=None, description="Who may read it; defaults to members = [creator]."
     )
@@ -320,6 +320,7 @@ returning m.id
 """
 DELETE_CONVERSATION = "delete from conversations where id = %(id)s and workspace_id = %(workspace_id)s returning id"
 SELECT_WORKSPACE = "select id from workspaces where slug = %(slug)s"
+SELECT_WORKSPACE_SLUG = "select slug from workspaces where id = %(id)s"
 
 
 def workspace_id_for(conn: psycopg.Connection, slug: str) -> int:
@@ -327,6 +328,18 @@ def workspace_id_for(conn: psycopg.Connection, slug: str) -> int:
     if row is None:
         raise NotFound(f"unknown workspace {slug!r}: create it with `backscroll workspaces create {slug}`")
     return row["id"]
+
+
+def workspace_slug(conn: psycopg.Connection, workspace_id: int) -> str:
+    return conn.execute(SELECT_WORKSPACE_SLUG, {"id": workspace_id}).fetchone()["slug"]
+
+
+def check_body(limit: int, text: str | None, field: str = "body") -> None:
+    """The one body limit (Settings.body_max_chars) every write path holds to: append, patch,
+    import, replies and memories refuse a longer body alike. A setting, not a type, so it is
+    checked here rather than by the wire models."""
+    if text is not None and len(text) > limit:
+        raise BodyTooLong(f"{field}: {len(text)} characters; the most accepted is {limit}")
 
 
 def ensure_actor(conn: psycopg.Connection, workspace_id: int, namespace: str, ref: ActorRef) -> int:
