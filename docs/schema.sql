@@ -15,7 +15,7 @@ AS $function$
         when 'workspace' then d_kind in ('workspace', 'members') and d_namespace = o_namespace and o_namespace <> ''
         when 'members' then d_kind = 'members' and d_namespace = o_namespace and o_namespace <> ''
                             and cardinality(d_readers) > 0 and d_readers <@ o_readers
-        when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+        when 'external' then d_kind in ('members', 'external') and d_namespace = o_namespace and o_namespace <> ''
                              and cardinality(d_readers) > 0 and d_readers <@ o_readers
     end, false)
 $function$;
@@ -31,6 +31,35 @@ AS $function$
             and d_kind = 'members' and cardinality(d_readers) = 1
             and backscroll_identities_linked(p_agent, o_namespace, o_readers[1], d_namespace, d_readers[1]))
 $function$;
+
+-- backscroll_audience_key(p_ws bigint, p_conversation bigint, p_kind audience_kind, p_namespace text, p_readers text[])
+CREATE OR REPLACE FUNCTION public.backscroll_audience_key(p_ws bigint, p_conversation bigint, p_kind audience_kind, p_namespace text, p_readers text[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+declare
+    k_readers text[] := case when p_readers is not null then array(select r from unnest(p_readers) r order by 1) end;
+    -- backscroll_sealed_allows's condition: such a row is disclosable in its own conversation only.
+    k_sealed bigint := case when coalesce(p_kind in ('members', 'external') and cardinality(p_readers) = 0, false)
+                            then p_conversation end;
+    found bigint;
+begin
+    select a.id into found from search_audiences a
+     where a.workspace_id = p_ws and a.kind = p_kind and a.namespace is not distinct from p_namespace
+       and a.readers is not distinct from k_readers and a.sealed_conversation is not distinct from k_sealed;
+    if found is null then
+        insert into search_audiences (workspace_id, kind, namespace, readers, sealed_conversation)
+        values (p_ws, p_kind, p_namespace, k_readers, k_sealed)
+        on conflict do nothing
+        returning id into found;
+        if found is null then  -- a concurrent writer made it first
+            select a.id into found from search_audiences a
+             where a.workspace_id = p_ws and a.kind = p_kind and a.namespace is not distinct from p_namespace
+               and a.readers is not distinct from k_readers and a.sealed_conversation is not distinct from k_sealed;
+        end if;
+    end if;
+    return found;
+end $function$;
 
 -- backscroll_body_length(tsv tsvector)
 CREATE OR REPLACE FUNCTION public.backscroll_body_length(tsv tsvector)
@@ -57,10 +86,11 @@ CREATE OR REPLACE FUNCTION public.backscroll_count_deleted()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into search_term_deltas (agent_id, lexeme, delta)
-    select o.agent_id, u.lexeme, -count(*) from old_rows o, unnest(o.tsv) u group by 1, 2;
-    insert into search_doc_deltas (agent_id, docs, total_len, indexable)
-    select agent_id, -count(*), -sum(doc_len), -count(*) filter (where tsv <> ''::tsvector) from old_rows group by 1;
+    insert into search_term_deltas (agent_id, audience_id, lexeme, delta)
+    select o.agent_id, o.audience_id, u.lexeme, -count(*) from old_rows o, unnest(o.tsv) u group by 1, 2, 3;
+    insert into search_doc_deltas (agent_id, audience_id, docs, total_len, indexable)
+    select agent_id, audience_id, -count(*), -sum(doc_len), -count(*) filter (where tsv <> ''::tsvector)
+      from old_rows group by 1, 2;
     return null;
 end $function$;
 
@@ -70,10 +100,11 @@ CREATE OR REPLACE FUNCTION public.backscroll_count_inserted()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into search_term_deltas (agent_id, lexeme, delta)
-    select n.agent_id, u.lexeme, count(*) from new_rows n, unnest(n.tsv) u group by 1, 2;
-    insert into search_doc_deltas (agent_id, docs, total_len, indexable)
-    select agent_id, count(*), sum(doc_len), count(*) filter (where tsv <> ''::tsvector) from new_rows group by 1;
+    insert into search_term_deltas (agent_id, audience_id, lexeme, delta)
+    select n.agent_id, n.audience_id, u.lexeme, count(*) from new_rows n, unnest(n.tsv) u group by 1, 2, 3;
+    insert into search_doc_deltas (agent_id, audience_id, docs, total_len, indexable)
+    select agent_id, audience_id, count(*), sum(doc_len), count(*) filter (where tsv <> ''::tsvector)
+      from new_rows group by 1, 2;
     return null;
 end $function$;
 
@@ -83,30 +114,47 @@ CREATE OR REPLACE FUNCTION public.backscroll_count_updated()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into search_term_deltas (agent_id, lexeme, delta)
-    select agent_id, lexeme, sum(d)::integer
-      from (select o.agent_id, u.lexeme, -1 as d
+    insert into search_term_deltas (agent_id, audience_id, lexeme, delta)
+    select agent_id, audience_id, lexeme, sum(d)::integer
+      from (select o.agent_id, o.audience_id, u.lexeme, -1 as d
               from old_rows o join new_rows n on n.message_id = o.message_id, unnest(o.tsv) u
-             where o.tsv is distinct from n.tsv or o.agent_id <> n.agent_id
+             where o.tsv is distinct from n.tsv or o.agent_id <> n.agent_id or o.audience_id <> n.audience_id
             union all
-            select n.agent_id, u.lexeme, 1
+            select n.agent_id, n.audience_id, u.lexeme, 1
               from old_rows o join new_rows n on n.message_id = o.message_id, unnest(n.tsv) u
-             where o.tsv is distinct from n.tsv or o.agent_id <> n.agent_id) x
-     group by 1, 2
+             where o.tsv is distinct from n.tsv or o.agent_id <> n.agent_id or o.audience_id <> n.audience_id) x
+     group by 1, 2, 3
     having sum(d) <> 0;
-    insert into search_doc_deltas (agent_id, docs, total_len, indexable)
-    select agent_id, sum(docs), sum(len), sum(indexable)
-      from (select o.agent_id, -1 as docs, -o.doc_len as len, -(o.tsv <> ''::tsvector)::integer as indexable
+    insert into search_doc_deltas (agent_id, audience_id, docs, total_len, indexable)
+    select agent_id, audience_id, sum(docs), sum(len), sum(indexable)
+      from (select o.agent_id, o.audience_id, -1 as docs, -o.doc_len as len,
+                   -(o.tsv <> ''::tsvector)::integer as indexable
               from old_rows o join new_rows n on n.message_id = o.message_id
-             where o.doc_len <> n.doc_len or o.agent_id <> n.agent_id
+             where o.doc_len <> n.doc_len or o.agent_id <> n.agent_id or o.audience_id <> n.audience_id
                 or (o.tsv <> ''::tsvector) <> (n.tsv <> ''::tsvector)
             union all
-            select n.agent_id, 1, n.doc_len, (n.tsv <> ''::tsvector)::integer
+            select n.agent_id, n.audience_id, 1, n.doc_len, (n.tsv <> ''::tsvector)::integer
               from old_rows o join new_rows n on n.message_id = o.message_id
-             where o.doc_len <> n.doc_len or o.agent_id <> n.agent_id
+             where o.doc_len <> n.doc_len or o.agent_id <> n.agent_id or o.audience_id <> n.audience_id
                 or (o.tsv <> ''::tsvector) <> (n.tsv <> ''::tsvector)) x
-     group by 1
+     group by 1, 2
     having sum(docs) <> 0 or sum(len) <> 0 or sum(indexable) <> 0;
+    return null;
+end $function$;
+
+-- backscroll_coverage_audience_moved()
+CREATE OR REPLACE FUNCTION public.backscroll_coverage_audience_moved()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+    perform 1 from messages where id = new.message_id for update;
+    insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+    select old.agent_id, old.audience_id, e.model, -count(*)
+      from message_embeddings e where e.message_id = new.message_id group by e.model
+    union all
+    select new.agent_id, new.audience_id, e.model, count(*)
+      from message_embeddings e where e.message_id = new.message_id group by e.model;
     return null;
 end $function$;
 
@@ -118,8 +166,8 @@ AS $function$
 begin
     if old.tsv <> ''::tsvector then
         perform 1 from messages where id = old.message_id for update;
-        insert into embedding_coverage_deltas (agent_id, model, embedded)
-        select old.agent_id, e.model, -count(*)
+        insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+        select old.agent_id, old.audience_id, e.model, -count(*)
           from message_embeddings e
          where e.message_id = old.message_id
          group by e.model;
@@ -134,6 +182,7 @@ CREATE OR REPLACE FUNCTION public.backscroll_coverage_model_gone()
 AS $function$
 begin
     delete from embedding_coverage_stats c using gone g where c.model = g.model;
+    delete from embedding_audience_coverage_stats c using gone g where c.model = g.model;
     delete from embedding_coverage_deltas d using gone g where d.model = g.model;
     return null;
 end $function$;
@@ -144,8 +193,8 @@ CREATE OR REPLACE FUNCTION public.backscroll_coverage_vector_gone()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into embedding_coverage_deltas (agent_id, model, embedded)
-    select s.agent_id, old.model, -1
+    insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+    select s.agent_id, s.audience_id, old.model, -1
       from message_search s
      where s.message_id = old.message_id and s.tsv <> ''::tsvector
        and exists (select 1 from embedding_models r where r.model = old.model);
@@ -158,11 +207,11 @@ CREATE OR REPLACE FUNCTION public.backscroll_coverage_vector_moved()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into embedding_coverage_deltas (agent_id, model, embedded)
-    select s.agent_id, old.model, -1 from message_search s
+    insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+    select s.agent_id, s.audience_id, old.model, -1 from message_search s
      where s.message_id = old.message_id and s.tsv <> ''::tsvector
     union all
-    select s.agent_id, new.model, 1 from message_search s
+    select s.agent_id, s.audience_id, new.model, 1 from message_search s
      where s.message_id = new.message_id and s.tsv <> ''::tsvector;
     return new;
 end $function$;
@@ -173,11 +222,11 @@ CREATE OR REPLACE FUNCTION public.backscroll_coverage_vectors_added()
  LANGUAGE plpgsql
 AS $function$
 begin
-    insert into embedding_coverage_deltas (agent_id, model, embedded)
-    select s.agent_id, a.model, count(*)
+    insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+    select s.agent_id, s.audience_id, a.model, count(*)
       from added a join message_search s on s.message_id = a.message_id
      where s.tsv <> ''::tsvector
-     group by 1, 2;
+     group by 1, 2, 3;
     return null;
 end $function$;
 
@@ -232,11 +281,11 @@ begin
         on conflict (message_id) do update
            set attempts = 0, next_attempt_at = now(), last_error = null, parked_at = null,
                enqueued_at = now();
-        insert into embedding_coverage_deltas (agent_id, model, embedded)
-        select a.agent_id, e.model, count(*)
+        insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+        select a.agent_id, a.audience_id, e.model, count(*)
           from added a join message_embeddings e on e.message_id = a.message_id
          where a.tsv <> ''::tsvector
-         group by 1, 2;
+         group by 1, 2, 3;
     end if;
     return null;
 end $function$;
@@ -261,8 +310,10 @@ CREATE OR REPLACE FUNCTION public.backscroll_embedding_indexable_changed()
 AS $function$
 begin
     perform 1 from messages where id = new.message_id for update;
-    insert into embedding_coverage_deltas (agent_id, model, embedded)
-    select new.agent_id, e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
+    insert into embedding_coverage_deltas (agent_id, audience_id, model, embedded)
+    select case when new.tsv <> ''::tsvector then new.agent_id else old.agent_id end,
+           case when new.tsv <> ''::tsvector then new.audience_id else old.audience_id end,
+           e.model, case when new.tsv <> ''::tsvector then count(*) else -count(*) end
       from message_embeddings e
      where e.message_id = new.message_id
      group by e.model;
@@ -321,7 +372,7 @@ begin
     with moved as (
         delete from search_term_deltas
          where ctid = any(array(select ctid from search_term_deltas limit p_limit))
-        returning agent_id, lexeme, delta
+        returning agent_id, audience_id, lexeme, delta
     ), summed as (
         select agent_id, lexeme, sum(delta) as delta, count(*) as n from moved group by 1, 2
     ), upserted as (
@@ -329,17 +380,37 @@ begin
         select agent_id, lexeme, delta from summed order by agent_id, lexeme
         on conflict (agent_id, lexeme) do update set df = t.df + excluded.df
         returning 1
+    ), upserted_audience as (
+        insert into search_audience_term_stats as t (agent_id, audience_id, lexeme, df)
+        select agent_id, audience_id, lexeme, sum(delta) from moved where audience_id is not null
+         group by 1, 2, 3 order by 1, 2, 3
+        on conflict (agent_id, audience_id, lexeme) do update set df = t.df + excluded.df
+        returning 1
     )
     select coalesce(sum(n), 0) into folded from summed;
     with moved as (
-        delete from search_doc_deltas returning agent_id, docs, total_len, indexable
+        delete from search_doc_deltas returning agent_id, audience_id, docs, total_len, indexable
+    ), upserted_audience as (
+        insert into search_audience_doc_stats as t (agent_id, audience_id, docs, total_len, indexable)
+        select agent_id, audience_id, sum(docs), sum(total_len), sum(indexable) from moved
+         where audience_id is not null group by 1, 2 order by 1, 2
+        on conflict (agent_id, audience_id) do update
+           set docs = t.docs + excluded.docs, total_len = t.total_len + excluded.total_len,
+               indexable = t.indexable + excluded.indexable
+        returning 1
     )
     insert into search_doc_stats as t (agent_id, docs, total_len, indexable)
     select agent_id, sum(docs), sum(total_len), sum(indexable) from moved group by 1
     on conflict (agent_id) do update set docs = t.docs + excluded.docs, total_len = t.total_len + excluded.total_len,
                                          indexable = t.indexable + excluded.indexable;
     with moved as (
-        delete from embedding_coverage_deltas returning agent_id, model, embedded
+        delete from embedding_coverage_deltas returning agent_id, audience_id, model, embedded
+    ), upserted_audience as (
+        insert into embedding_audience_coverage_stats as t (agent_id, audience_id, model, embedded)
+        select agent_id, audience_id, model, sum(embedded) from moved
+         where audience_id is not null group by 1, 2, 3 order by 1, 2, 3
+        on conflict (agent_id, audience_id, model) do update set embedded = t.embedded + excluded.embedded
+        returning 1
     )
     insert into embedding_coverage_stats as t (agent_id, model, embedded)
     select agent_id, model, sum(embedded) from moved group by 1, 2 order by 1, 2
@@ -366,6 +437,21 @@ AS $function$
                     where li.namespace = b_namespace and li.external_id = b_external)
 $function$;
 
+-- backscroll_index_audience()
+CREATE OR REPLACE FUNCTION public.backscroll_index_audience()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+declare
+    key bigint;
+begin
+    key := backscroll_audience_key((select c.workspace_id from conversations c where c.id = new.conversation_id),
+                                   new.conversation_id, new.audience_kind, new.audience_namespace,
+                                   new.audience_readers);
+    update message_search set audience_id = key where message_id = new.id and audience_id <> key;
+    return null;
+end $function$;
+
 -- backscroll_index_message()
 CREATE OR REPLACE FUNCTION public.backscroll_index_message()
  RETURNS trigger
@@ -385,17 +471,19 @@ begin
            for key share of w;
         speaker := (select a.display_name from actors a where a.id = new.speaker_actor_id);
         insert into message_search (message_id, conversation_id, agent_id, workspace_id, tsv, doc_len,
-                                    created_at, tsv_next)
+                                    created_at, tsv_next, audience_id)
         select new.id, new.conversation_id, conv.agent_id, conv.workspace_id, d.tsv,
                backscroll_body_length(d.tsv), new.created_at,
                case when conv.ts_config_next is not null
                     then backscroll_document(conv.ts_config_next, new.language,
-                                             case when conv.speaker_names_next then speaker end, new.body) end
+                                             case when conv.speaker_names_next then speaker end, new.body) end,
+               backscroll_audience_key(conv.workspace_id, new.conversation_id, new.audience_kind,
+                                       new.audience_namespace, new.audience_readers)
           from (select backscroll_document(conv.ts_config, new.language, case when conv.speaker_names then speaker end,
                                            new.body) as tsv) d
         on conflict (message_id) do update
            set tsv = excluded.tsv, doc_len = excluded.doc_len, created_at = excluded.created_at,
-               tsv_next = excluded.tsv_next;
+               tsv_next = excluded.tsv_next, audience_id = excluded.audience_id;
     elsif tg_op = 'UPDATE' then
         delete from message_search where message_id = new.id;
     end if;
@@ -418,11 +506,13 @@ begin
       order by w.id
         for key share of w;
     insert into message_search (message_id, conversation_id, agent_id, workspace_id, tsv, doc_len,
-                                created_at, tsv_next)
+                                created_at, tsv_next, audience_id)
     select n.id, n.conversation_id, c.agent_id, c.workspace_id, d.tsv, backscroll_body_length(d.tsv), n.created_at,
            case when w.ts_config_next is not null
                 then backscroll_document(w.ts_config_next, n.language,
-                                         case when w.speaker_names_next then s.display_name end, n.body) end
+                                         case when w.speaker_names_next then s.display_name end, n.body) end,
+           backscroll_audience_key(c.workspace_id, n.conversation_id, n.audience_kind, n.audience_namespace,
+                                   n.audience_readers)
       from added n
       join conversations c on c.id = n.conversation_id
       join workspaces w on w.id = c.workspace_id
@@ -433,7 +523,7 @@ begin
      order by n.id
     on conflict (message_id) do update
        set tsv = excluded.tsv, doc_len = excluded.doc_len, created_at = excluded.created_at,
-           tsv_next = excluded.tsv_next;
+           tsv_next = excluded.tsv_next, audience_id = excluded.audience_id;
     return null;
 end $function$;
 
@@ -638,6 +728,25 @@ begin
     return result;
 end $function$;
 
+-- backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
+CREATE OR REPLACE FUNCTION public.backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
+ RETURNS bigint[]
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    select coalesce(array_agg(a.id order by a.id), '{}')
+      from search_audiences a
+     where a.workspace_id = p_ws
+       and (a.kind = 'public' or a.namespace = d_namespace or a.sealed_conversation = d_conversation
+            or (a.kind = 'members' and cardinality(a.readers) = 1
+                and (a.namespace, a.readers[1]) in (
+                    select li.namespace, li.external_id
+                      from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
+                     where d_kind = 'members' and cardinality(d_readers) = 1)))
+       and backscroll_disclosable(p_agent, a.sealed_conversation, a.kind, a.namespace, a.readers,
+                                  d_conversation, d_kind, d_namespace, d_readers)
+$function$;
+
 -- backscroll_recompute_conversations()
 CREATE OR REPLACE FUNCTION public.backscroll_recompute_conversations()
  RETURNS trigger
@@ -762,10 +871,12 @@ CREATE TRIGGER message_embeddings_public_agent BEFORE INSERT OR UPDATE OF messag
 CREATE TRIGGER message_search_count_delete AFTER DELETE ON message_search REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION backscroll_count_deleted();
 CREATE TRIGGER message_search_count_insert AFTER INSERT ON message_search REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION backscroll_count_inserted();
 CREATE TRIGGER message_search_count_update AFTER UPDATE ON message_search REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION backscroll_count_updated();
+CREATE TRIGGER message_search_coverage_audience AFTER UPDATE OF audience_id ON message_search FOR EACH ROW WHEN (old.audience_id IS DISTINCT FROM new.audience_id AND old.tsv <> ''::tsvector AND new.tsv <> ''::tsvector) EXECUTE FUNCTION backscroll_coverage_audience_moved();
 CREATE TRIGGER message_search_coverage_delete BEFORE DELETE ON message_search FOR EACH ROW EXECUTE FUNCTION backscroll_coverage_document_gone();
 CREATE TRIGGER message_search_enqueue_after_insert AFTER INSERT ON message_search REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION backscroll_embedding_enqueue();
 CREATE TRIGGER message_search_forget_after_delete AFTER DELETE ON message_search REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION backscroll_embedding_forget();
 CREATE TRIGGER message_search_indexable_after_update AFTER UPDATE OF tsv ON message_search FOR EACH ROW WHEN ((old.tsv <> ''::tsvector) IS DISTINCT FROM (new.tsv <> ''::tsvector)) EXECUTE FUNCTION backscroll_embedding_indexable_changed();
+CREATE TRIGGER messages_audience_after_update AFTER UPDATE OF audience_kind, audience_namespace, audience_readers, conversation_id ON messages FOR EACH ROW WHEN (old.audience_kind IS DISTINCT FROM new.audience_kind OR old.audience_namespace IS DISTINCT FROM new.audience_namespace OR old.audience_readers IS DISTINCT FROM new.audience_readers OR old.conversation_id IS DISTINCT FROM new.conversation_id) EXECUTE FUNCTION backscroll_index_audience();
 CREATE TRIGGER messages_embeddings_audience_after_update AFTER UPDATE OF audience_kind, conversation_id ON messages FOR EACH ROW WHEN (old.audience_kind IS DISTINCT FROM new.audience_kind OR old.conversation_id IS DISTINCT FROM new.conversation_id) EXECUTE FUNCTION backscroll_embedding_audience_changed();
 CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION backscroll_index_messages();
 CREATE TRIGGER messages_index_after_update AFTER UPDATE OF body, state, role, created_at, speaker_actor_id, language ON messages FOR EACH ROW EXECUTE FUNCTION backscroll_index_message();
@@ -790,7 +901,7 @@ CREATE INDEX memories_agent ON public.memories USING btree (agent_id);
 CREATE INDEX message_embeddings_model ON public.message_embeddings USING btree (model);
 CREATE INDEX message_embeddings_public ON public.message_embeddings USING btree (public_agent_id, model) WHERE (public_agent_id IS NOT NULL);
 CREATE INDEX message_search_agent_cover ON public.message_search USING btree (agent_id) INCLUDE (conversation_id, message_id);
-CREATE INDEX message_search_agent_recent ON public.message_search USING btree (agent_id, created_at DESC);
+CREATE INDEX message_search_agent_recent ON public.message_search USING btree (agent_id, created_at DESC) INCLUDE (audience_id);
 CREATE INDEX message_search_agent_tsv ON public.message_search USING gin (agent_id, tsv);
 CREATE INDEX message_search_conversation_cover ON public.message_search USING btree (conversation_id) INCLUDE (message_id);
 CREATE INDEX message_search_workspace_recent ON public.message_search USING btree (workspace_id, created_at DESC) INCLUDE (agent_id);

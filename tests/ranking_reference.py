@@ -17,10 +17,15 @@ select s.message_id, u.lexeme, u.weights
 """
 
 
-def bm25_reference(conn, agents: list[int], lexemes: set[str], rank: Ranking = Ranking()) -> dict[int, float]:
-    """BM25 of every document of `agents` for `lexemes`, keyed by message id."""
+def bm25_reference(conn, agents: list[int], lexemes: set[str], rank: Ranking = Ranking(),
+                   counted: set[int] | None = None) -> dict[int, float]:
+    """BM25 of every document of `agents` for `lexemes`, keyed by message id. `counted`: only
+    those documents count (the caller's scope: for search_history, the messages whose audience
+    its destination may receive, issue 29); by default every document of `agents`."""
     docs: dict[int, dict[str, list[str]]] = defaultdict(dict)
     for r in conn.execute(DOCUMENTS, (list(agents),)).fetchall():
+        if counted is not None and r["message_id"] not in counted:
+            continue
         docs[r["message_id"]]
         if r["lexeme"] is not None:
             docs[r["message_id"]][r["lexeme"]] = list(r["weights"])

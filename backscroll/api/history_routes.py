@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import Field
 
 from ..access.audit import query_digest
 from ..access.auth import TokenKind
 from ..search import history, turns
-from ..vocabulary import Prose
 from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 
 router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)], tags=["history"])
-
-
-# A reply and a memory hold to the one body limit every write does (svc.check_body, a setting),
-# not to lengths of their own: these wire models take turns' models without those.
-class ReplyIn(turns.ReplyIn):
-    body: Prose = Field(description="At most body_max_chars characters, as every body")
-
-
-class MemoryIn(turns.MemoryIn):
-    body: Prose = Field(min_length=1, description="At most body_max_chars characters, as every body")
 
 
 @router.post("/v1/turns", status_code=201, summary="Register a turn: agent, destination, requester, loaded window")
@@ -43,7 +31,7 @@ def search_history(request: Request, svc: Svc, body: history.SearchRequest):
 
 @router.post("/v1/turns/{turn_id}/reply", status_code=201, summary="Store the reply with the turn's evidence as provenance")
 @requires(TokenKind.runtime)
-def reply(request: Request, svc: Svc, turn_id: Id, body: ReplyIn):
+def reply(request: Request, svc: Svc, turn_id: Id, body: turns.ReplyIn):
     svc.check_body(body.body)
     with svc.session(request) as (conn, principal):
         return turns.store_reply(conn, principal.workspace_id, principal.agent_ids, turn_id, body)
@@ -51,7 +39,7 @@ def reply(request: Request, svc: Svc, turn_id: Id, body: ReplyIn):
 
 @router.post("/v1/turns/{turn_id}/memories", status_code=201, summary="Form a memory from what the turn saw")
 @requires(TokenKind.runtime)
-def memory(request: Request, svc: Svc, turn_id: Id, body: MemoryIn):
+def memory(request: Request, svc: Svc, turn_id: Id, body: turns.MemoryIn):
     svc.check_body(body.body)
     with svc.session(request) as (conn, principal):
         return turns.form_memory(conn, principal.workspace_id, principal.agent_ids, turn_id, body)

@@ -32,7 +32,7 @@ from .limits import clamp_limit
 from .terms import split_terms
 from .history_sql import (
     SELECT_TURN, SELECT_EVIDENCE_IDS, SEARCH_TURN, RESOLVE_ACTOR, VECTOR_SHAPES, SEARCH,
-    LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, INSERT_AUDIT, FINISH_SEARCH,
+    LEXICAL_LIST, SEARCH_LISTED, NEIGHBOURS_SQL, INSERT_AUDIT, FINISH_SEARCH, HIDDEN_EXCLUSIONS,
     JOINT_LINEAGE, JOINT_LINEAGE_GUARD, SET_PLAN_CACHE_MODE,
 )
 
@@ -133,14 +133,21 @@ def load_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> Turn
     return Turn(**row)
 
 
-def load_search_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> tuple[Turn, list[int], list[int]]:
-    """The turn a search is for, every message it has seen (evidence_ids) and its requester's
-    identities (the requester and whoever is verifiably linked to them), in one statement."""
+@dataclass(frozen=True)
+class SearchTurn:
+    turn: Turn
+    in_context: list[int]      # every message the turn has seen (evidence_ids)
+    requester_ids: list[int]   # the requester and whoever is verifiably linked to them
+    audiences: list[int]       # the audience keys its destination may receive (migration 0027)
+
+
+def load_search_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> SearchTurn:
+    """The turn a search is for and what it is searched with, in one statement."""
     row = conn.execute(SEARCH_TURN, {"turn": turn_id, "ws": workspace_id}, prepare=True).fetchone()
     if row is None:
         raise NotFound(f"no turn {turn_id}")
-    in_context, requester_ids = row.pop("in_context"), row.pop("requester_ids")
-    return Turn(**row), in_context, requester_ids
+    in_context, requester_ids, audiences = row.pop("in_context"), row.pop("requester_ids"), row.pop("audiences")
+    return SearchTurn(Turn(**row), in_context, requester_ids, audiences)
 
 
 def _speakers(conn: psycopg.Connection, turn: Turn, filters: Filters, requester_ids: list[int]) -> list[int] | None:
@@ -158,7 +165,11 @@ def _speakers(conn: psycopg.Connection, turn: Turn, filters: Filters, requester_
     return sorted(set.intersection(*sets))
 
 
-def _hit(row: dict, features: dict, neighbours: dict) -> dict:
+def _hit(row: dict, neighbours: dict | None) -> dict:
+    """A hit or a neighbour as the answer shows it. No score and no ranking feature: BM25's
+    statistics count the receivable audiences' documents, among them the few that the lineage
+    walk or missing evidence then excludes, so a number would move with rows the caller cannot
+    see; the order alone is shown, and the exact features are in the audit row."""
     speaker = None
     if row["speaker_external_id"] is not None:
         speaker = {"namespace": row["speaker_namespace"], "external_id": row["speaker_external_id"],
@@ -169,10 +180,9 @@ def _hit(row: dict, features: dict, neighbours: dict) -> dict:
         "truncated": row["truncated"],
         "role": row["role"],
         "speaker": speaker,
-        "room": {"conversation_id": row["conversation_id"], "title": row["title"], "connector": row["connector"],
-                 "audience": row["audience_kind"]},
+        "room": {"conversation_id": row["conversation_id"], "disclosed": row["room_disclosed"],
+                 "title": row["title"], "connector": row["connector"], "audience": row["audience_kind"]},
         "time": row["created_at"].isoformat(),
-        **({"score": features["score"], "features": features["features"]} if features else {}),
         **({"neighbours": neighbours} if neighbours is not None else {}),
     }
 
@@ -231,7 +241,8 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     `side` (where a second connection may come from), the vector list is produced there while
     this connection reads the lexical list."""
     rank = rank or ranking.Ranking.from_settings(settings)
-    turn, in_context, requester_ids = load_search_turn(conn, workspace_id, request.turn_id)
+    bound = load_search_turn(conn, workspace_id, request.turn_id)
+    turn, in_context, requester_ids, audiences = bound.turn, bound.in_context, bound.requester_ids, bound.audiences
     if agent_ids is not None and turn.agent_id not in agent_ids:
         raise NotFound(f"no turn {request.turn_id}")
     requested = clamp_limit(request.limit, LIMIT_DEFAULT, LIMIT_MAX)
@@ -262,16 +273,17 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
     speakers = _speakers(conn, turn, request.filters, requester_ids)
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, split_terms(request.query), settings,
-                                query=request.query)
+                                query=request.query, audiences=audiences)
     terms = list(stats.terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     generating = [terms[i] for i in chosen]
     matches = sum(stats.term_df[i] for i in chosen)
-    since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id], matches, stats.docs, rank.pool)
+    since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id], matches, stats.docs, rank.pool,
+                                        audiences)
     f = request.filters
     params = {
         "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
-        "dest": turn.conversation_id, "in_context": in_context, "requester_ids": requester_ids,
+        "dest": turn.conversation_id, "in_context": in_context, "requester_ids": requester_ids, "audiences": audiences,
         "only_speakers": speakers, "f_conversation": f.conversation_id, "f_connector": f.connector,
         "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
@@ -298,7 +310,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         return conn.execute(LEXICAL_LIST, params).fetchall() if terms else []
 
     lists = hybrid.gather(conn, pending, side, turn.workspace_id, [turn.agent_id],
-                          lexical=lexical_list, vector_list=vector_list)
+                          lexical=lexical_list, vector_list=vector_list, audiences=audiences)
     qv, statement = lists.qv, SEARCH
     params.update(vector_ids=lists.vectors or [], fused=bool(lists.vectors))
     if lists.lexical is not None:
@@ -319,6 +331,11 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     for r in rows:
         if r["row_kind"] == "count" and r["outcome"] in counts:
             counts[r["outcome"]] = r["n"]
+    if terms:
+        # Matches outside the receivable audiences never entered the pool: counted for the audit
+        # row alone, in the same window and under the same ceiling.
+        for r in conn.execute(HIDDEN_EXCLUSIONS, params).fetchall():
+            counts[r["outcome"]] += r["n"]
 
     hit_ids = [h["id"] for h in hits]
     neighbour_rows = []
@@ -374,14 +391,13 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     # Hits cut by the budget were eligible and ranked but not shown.
     counts["below_cutoff"] += len(hit_ids) - len(admitted) - jointly_denied
     texts = {r["id"]: r for r in conn.execute(FINISH_SEARCH, {
-        "ids": evidence, "max_chars": TEXT_MAX_CHARS, "via": "search",
+        "ids": evidence, "max_chars": TEXT_MAX_CHARS, "via": "search", **lineage_params,
         **audit_row(status, effective, selected_audit, counts)}, prepare=True).fetchall()}
     result_hits = []
-    for h, selected in zip(admitted, selected_audit):
-        features = {"score": selected["score"], "features": selected["features"]}
-        neighbours = {side: [_hit(texts[m], {}, None) for m in around[h][side] if m in texts]
+    for h in admitted:
+        neighbours = {side: [_hit(texts[m], None) for m in around[h][side] if m in texts]
                       for side in ("before", "after")}
-        result_hits.append(_hit(texts[h], features, neighbours))
+        result_hits.append(_hit(texts[h], neighbours))
     return {
         "message_ids": evidence,
         "hits": result_hits,

@@ -33,13 +33,18 @@ select case when l.actor_a = p.actor then l.actor_b else l.actor_a end
  where l.revoked_at is null and l.verified_at is not null
 """
 # What a search starts from, in one round trip: the turn (locked, as SELECT_TURN locks it), every
-# message it has seen, and its requester's identities.
+# message it has seen, its requester's identities, and the audience keys its destination may
+# receive (migration 0027: backscroll_disclosable over the keys): the one scope of its
+# candidates, statistics, coverage and features, so nothing outside it moves a number or the order.
 SEARCH_TURN = compose("""
 with turn as (<<SELECT_TURN>>),
 p as (select requester_actor_id as actor, agent_id as agent from turn)
 select turn.*,
        (<<SELECT_EVIDENCE_IDS>>) as in_context,
-       array(select l.id from (<<RESOLVE_LINKED>>) l order by 1) as requester_ids
+       array(select l.id from (<<RESOLVE_LINKED>>) l order by 1) as requester_ids,
+       backscroll_receivable_audiences(turn.workspace_id, turn.agent_id, turn.conversation_id,
+                                       turn.audience_kind::audience_kind, turn.audience_namespace,
+                                       turn.audience_readers) as audiences
   from turn
 """, SELECT_TURN=SELECT_TURN.strip(), SELECT_EVIDENCE_IDS=SELECT_EVIDENCE_IDS, RESOLVE_LINKED=RESOLVE_LINKED.strip())
 # An actor filter resolves only through actors this agent's conversations know; an
@@ -93,17 +98,22 @@ VECTOR_FROM = """message_search s
            join messages m on m.id = s.message_id
            join conversations c on c.id = m.conversation_id
            join connectors cn on cn.id = c.connector_id"""
-VECTOR_ELIGIBLE = compose("""s.agent_id = %(agent)s::bigint
+# The perspective (re-derived through connectors) and the structural filters, over VECTOR_FROM.
+PERSPECTIVE_FILTERS = """s.agent_id = %(agent)s::bigint
        and cn.agent_id = %(agent)s
        and c.workspace_id = %(ws)s
        and (%(only_speakers)s::bigint[] is null or m.speaker_actor_id = any(%(only_speakers)s::bigint[]))
        and (%(f_conversation)s::bigint is null or m.conversation_id = %(f_conversation)s)
        and (%(f_connector)s::text is null or cn.namespace = %(f_connector)s)
        and (%(f_since)s::timestamptz is null or m.created_at >= %(f_since)s)
-       and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)
+       and (%(f_until)s::timestamptz is null or m.created_at < %(f_until)s)"""
+# The exclusions a candidate `r` meets before the audience predicate, first first: the audit's names.
+EXCLUDED_BEFORE_AUDIENCE = """when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'
+             when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'"""
+VECTOR_ELIGIBLE = compose("""<<PERSPECTIVE_FILTERS>>
        and not (m.id = any(%(in_context)s::bigint[]))
        and exists (select 1 from message_source_evidence ev where ev.message_id = m.id)
-       and <<DESTINATION_ALLOWS>>""", DESTINATION_ALLOWS=DESTINATION_ALLOWS)
+       and <<DESTINATION_ALLOWS>>""", PERSPECTIVE_FILTERS=PERSPECTIVE_FILTERS, DESTINATION_ALLOWS=DESTINATION_ALLOWS)
 VECTOR_EXACT = compose("""
 select s.message_id as id, {distance} as distance
   from <<VECTOR_FROM>>
@@ -192,6 +202,9 @@ matches as materialized (
                 else ts_rank_cd(%(rank_weights)s::float4[], s.tsv, q.tsq, 32) end::float8 as cd
       from message_search s cross join q
      where s.agent_id = %(agent)s::bigint
+       -- Only what the destination may receive competes for the pool: a hidden match never
+       -- takes an eligible one's place (the audience key narrows; the rule is still applied below).
+       and s.audience_id = any(%(audiences)s::bigint[])
        -- Walking (ranking.walk_window): the word test is kept off the word index (a constant
        -- CASE folds when the statement is planned), so the recency index is walked in order.
        -- Never for a strict list: half the words thin the matches out, and the walk would read
@@ -212,6 +225,35 @@ lexical_list as materialized (
       from matches x left join bm25 b on b.message_id = x.message_id
 )
 """, BM25_SCORES=ranking.bm25_scores("matches"))
+# For the audit row alone: the matches of the generating terms, in the same window, perspective
+# and filters, that the audience keys kept out of the pool (the destination may not receive
+# them), up to the counting ceiling, each named by the first rule that excludes it.
+HIDDEN_EXCLUSIONS = compose("""
+with q as (
+    select backscroll_or_query(%(cfg)s::regconfig, %(gen_terms)s::text[], %(stems)s::regconfig[]) as gen_tsq
+),
+-- The sidecar's matches first, as SEARCH_LEXICAL reads them (its GIN index on (agent, tsv)),
+-- then the perspective and the filters on those rows only.
+matched as materialized (
+    select s.message_id
+      from message_search s cross join q
+     where s.agent_id = %(agent)s::bigint
+       and s.tsv @@ q.gen_tsq
+       and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
+       and not (s.audience_id = any(%(audiences)s::bigint[]))
+),
+hidden as (
+    select s.message_id as id
+      from matched x
+      join <<VECTOR_FROM>> on s.message_id = x.message_id
+     where <<PERSPECTIVE_FILTERS>>
+     limit %(ceiling)s
+)
+select case <<EXCLUDED_BEFORE_AUDIENCE>> else 'audience' end as outcome, count(*) as n
+  from hidden r
+ group by 1
+""", VECTOR_FROM=VECTOR_FROM, PERSPECTIVE_FILTERS=PERSPECTIVE_FILTERS,
+     EXCLUDED_BEFORE_AUDIENCE=EXCLUDED_BEFORE_AUDIENCE)
 # The lexical list handed back in (the hybrid path reads it on its own, beside the vector list).
 LEXICAL_FROM_LIST = """
 lexical_list as (
@@ -234,9 +276,14 @@ candidates as materialized (
      where s.agent_id = %(agent)s::bigint
        and not exists (select 1 from lexical_list x where x.message_id = vec.id)
 ),
+-- Where the requester spoke, judged by what the destination may receive of it: a message of
+-- theirs it may not receive (a DM into a public room) says nothing about the room here.
 spoke as materialized (
     select distinct r.conversation_id from messages r
+      join message_search rs on rs.message_id = r.id
      where r.speaker_actor_id = any(%(requester_ids)s::bigint[])
+       and rs.audience_id = any(%(audiences)s::bigint[])
+       and exists (select 1 from message_source_evidence e where e.message_id = r.id)
 ),
 scored as (
     select k.message_id as id, k.conversation_id, k.created_at, k.lexical, k.lexical_match,
@@ -278,8 +325,7 @@ ranked as materialized (
 classified as materialized (
     select r.*, m.has_lineage,
            case
-             when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'
-             when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'
+             <<EXCLUDED_BEFORE_AUDIENCE>>
              when not <<DESTINATION_ALLOWS>> then 'audience'
            end as excluded_by
       from ranked r
@@ -349,7 +395,8 @@ select 'hit' as row_kind, s.id, s.conversation_id, s.created_at, s.lexical, s.re
 union all
 select 'count', null, null, null, null, null, null, null, null, null, null, null, null, outcome, count(*)
   from pool_classified group by outcome
-""", DESTINATION_ALLOWS=DESTINATION_ALLOWS, RRF_OF_POOL=hybrid.rrf_sql("l.lexical_rank_all", "w.vector_pos"),
+""", DESTINATION_ALLOWS=DESTINATION_ALLOWS, EXCLUDED_BEFORE_AUDIENCE=EXCLUDED_BEFORE_AUDIENCE,
+   RRF_OF_POOL=hybrid.rrf_sql("l.lexical_rank_all", "w.vector_pos"),
    RRF_OF_ELIGIBLE=hybrid.rrf_sql("f.lexical_rank", "f.vector_rank"))
 
 
@@ -399,17 +446,25 @@ select h.hit, n.side, n.id
  order by h.hit, n.created_at, n.id
 """, NEIGHBOUR_PREDICATES=NEIGHBOUR_PREDICATES.strip())
 
-# Canonical text is read from messages only after authorization, for the ids chosen above.
+# Canonical text is read from messages only after authorization, for the ids chosen above. The
+# room's own metadata (title, connector, kind) only where the room itself may be disclosed to the
+# destination: a public message in a private room names no private title.
 HYDRATE = """
 select m.id, m.conversation_id, m.role::text as role, left(m.body, %(max_chars)s) as text,
-       length(m.body) > %(max_chars)s as truncated, m.created_at,
-       c.title, cn.namespace as connector, c.audience_kind::text as audience_kind,
+       length(m.body) > %(max_chars)s as truncated, m.created_at, r.disclosed as room_disclosed,
+       case when r.disclosed then c.title end as title,
+       case when r.disclosed then cn.namespace end as connector,
+       case when r.disclosed then c.audience_kind::text end as audience_kind,
        a.namespace as speaker_namespace, a.external_id as speaker_external_id,
        a.display_name as speaker_display_name
   from messages m
   join conversations c on c.id = m.conversation_id
   join connectors cn on cn.id = c.connector_id
   left join actors a on a.id = m.speaker_actor_id
+ cross join lateral (select backscroll_disclosable(%(agent)s, c.id, c.audience_kind, c.audience_namespace,
+                                                   c.audience_readers, %(d_conversation)s::bigint,
+                                                   %(d_kind)s::audience_kind, %(d_namespace)s,
+                                                   %(d_readers)s::text[]) as disclosed) r
  where m.id = any(%(ids)s::bigint[])
 """
 ADD_EVIDENCE = """

@@ -33,6 +33,7 @@ from ..embeddings import gateway as gateway_module
 from ..embeddings.gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
 from ..embeddings.vectors import Model, ModelNotRegistered, get_model
 from ..embeddings.vectors import coverage as coverage_ratio
+from .sqltext import compose
 
 RRF_K = 60
 VECTOR_K = 50  # nearest vectors a search reads for its vector list
@@ -229,7 +230,8 @@ class Gathered(Generic[L, T]):
 def gather(conn: psycopg.Connection, pending: PendingVector | None, side: SideConnection | None,
            workspace_id: int | None, scope_agents: Sequence[int], *, lexical: Callable[[], L],
            vector_list: Callable[[psycopg.Connection, QueryVector], T], ledger: psycopg.Connection | None = None,
-           meanwhile: Callable[[PendingVector], object] | None = None) -> Gathered[L, T]:
+           meanwhile: Callable[[PendingVector], object] | None = None,
+           audiences: Sequence[int] | None = None) -> Gathered[L, T]:
     """The hybrid sequence, the one both searches follow.
 
     With a query embedding under way and a `side` source, the vector list is produced on a
@@ -238,7 +240,8 @@ def gather(conn: psycopg.Connection, pending: PendingVector | None, side: SideCo
     read: session search's own-conversation arm); the search then composes its statement from
     the lists. Otherwise the query vector is awaited and the vector list is produced on this
     connection, and `lexical` is not called: the search reads its lexical list inside its one
-    statement. Last, the coverage of the scope's agents (`with_backfill_coverage`)."""
+    statement. Last, the coverage of the scope's agents (in `audiences`, when given:
+    `with_backfill_coverage`)."""
     beside = pending.beside(side, vector_list) if pending is not None else None
     listed = extra = None
     if beside is not None:
@@ -248,7 +251,7 @@ def gather(conn: psycopg.Connection, pending: PendingVector | None, side: SideCo
     else:
         qv = pending.result(workspace_id, ledger=ledger) if pending is not None else QueryVector(LEXICAL)
         vectors = vector_list(conn, qv) if qv.usable else None
-    return Gathered(with_backfill_coverage(conn, qv, scope_agents), listed, vectors, extra)
+    return Gathered(with_backfill_coverage(conn, qv, scope_agents, audiences), listed, vectors, extra)
 
 
 def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
@@ -265,36 +268,55 @@ def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
 # The scope's coverage: its agents' indexable messages (`tsv <> ''`: what the outbox and the backfill
 # owe a vector) and how many of them have a vector of the model, from counters kept by triggers
 # (migration 0020: folded counts plus pending deltas, exact at every moment). A read of a few
-# rows however large the scope: counting the scope's messages costs more than the search.
-SCOPE_COVERAGE = """
+# rows however large the scope: counting the scope's messages costs more than the search. Under
+# the `audiences` scope (search_history: the audiences its destination may receive, migration
+# 0027) only those audiences' messages count, so the figure a caller reads moves with nothing
+# it may not see.
+COVERAGE_SOURCES = {
+    "agents": {"DOC_STATS": "search_doc_stats", "COVERAGE_STATS": "embedding_coverage_stats",
+               "IN_SCOPE": "agent_id = any(%(agents)s::bigint[])"},
+    "audiences": {"DOC_STATS": "search_audience_doc_stats", "COVERAGE_STATS": "embedding_audience_coverage_stats",
+                  "IN_SCOPE": "agent_id = any(%(agents)s::bigint[]) and audience_id = any(%(audiences)s::bigint[])"},
+}
+
+
+def scope_coverage_sql(scope: str) -> str:
+    return compose("""
 select (select coalesce(sum(indexable), 0)
-          from (select indexable from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+          from (select indexable from <<DOC_STATS>> where <<IN_SCOPE>>
                 union all
-                select indexable from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) d)::bigint as total,
+                select indexable from search_doc_deltas where <<IN_SCOPE>>) d)::bigint as total,
        (select coalesce(sum(embedded), 0)
-          from (select embedded from embedding_coverage_stats
-                 where agent_id = any(%(agents)s::bigint[]) and model = %(model)s
+          from (select embedded from <<COVERAGE_STATS>>
+                 where <<IN_SCOPE>> and model = %(model)s
                 union all
                 select embedded from embedding_coverage_deltas
-                 where agent_id = any(%(agents)s::bigint[]) and model = %(model)s) e)::bigint as embedded
-"""
+                 where <<IN_SCOPE>> and model = %(model)s) e)::bigint as embedded
+""", **COVERAGE_SOURCES[scope])
 
 
-def scope_coverage(conn: psycopg.Connection, model: str, agents: Sequence[int]) -> tuple[int, int]:
-    """(embedded, total): how many of these agents' indexable messages have a vector of `model`,
-    of how many."""
-    row = conn.execute(SCOPE_COVERAGE, {"model": model, "agents": list(agents)}).fetchone()
+SCOPE_COVERAGE = {scope: scope_coverage_sql(scope) for scope in COVERAGE_SOURCES}
+
+
+def scope_coverage(conn: psycopg.Connection, model: str, agents: Sequence[int],
+                   audiences: Sequence[int] | None = None) -> tuple[int, int]:
+    """(embedded, total): how many of these agents' indexable messages (in `audiences`, when
+    given) have a vector of `model`, of how many."""
+    statement = SCOPE_COVERAGE["agents" if audiences is None else "audiences"]
+    row = conn.execute(statement, {"model": model, "agents": list(agents),
+                                   "audiences": None if audiences is None else list(audiences)}).fetchone()
     return int(row["embedded"]), int(row["total"])
 
 
-def with_backfill_coverage(conn: psycopg.Connection, qv: QueryVector, agents: Sequence[int]) -> QueryVector:
+def with_backfill_coverage(conn: psycopg.Connection, qv: QueryVector, agents: Sequence[int],
+                           audiences: Sequence[int] | None = None) -> QueryVector:
     """`qv`, reported as `backfilling` with these agents' coverage whenever some of their indexable
     messages have no vector of its model yet, whatever the reason: a backfill owed or running,
     the outbox not drained, a model just registered. An unusable `qv` (an outage, no model) is
     returned as it is: the outage is what is reported."""
     if not qv.usable:
         return qv
-    embedded, total = scope_coverage(conn, qv.model.model, agents)
+    embedded, total = scope_coverage(conn, qv.model.model, agents, audiences)
     return with_coverage(qv, embedded, total)
 
 

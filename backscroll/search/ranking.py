@@ -8,9 +8,11 @@ BM25 (Robertson/Spärck Jones, Lucene's idf) scores a message by the query's lex
 
 tf counts the lexeme's positions in the body, plus `speaker_weight` for each in the speaker's
 name (the document's weight class A); len is the body's length in tokens; N, avglen and df(t)
-are kept per agent by migration 0009 (exact at every moment: folded counts plus pending deltas)
-and summed over the scope's agents: one agent for search_history, the reader's workspace for
-session search. A word in most messages ("the", "de", "der") gets an idf near zero in any
+are kept per agent (migration 0009) and per agent and audience (migration 0027), exact at every
+moment (folded counts plus pending deltas), and summed over what the caller may see, so that no
+number and no order moves with a row outside it: for session search the reader's agents; for
+search_history the turn's agent's documents in the audiences its destination may receive
+(`audiences`). A word in most messages ("the", "de", "der") gets an idf near zero in any
 language, so no stopword list is needed.
 
 Candidates are bounded before anything is scored: the query's terms are taken rarest first
@@ -70,26 +72,44 @@ class Ranking:
         return [0.1, 0.1, 0.4, 0.1 * self.speaker_weight]
 
 
-# The documents of `agents` and their total length, and the documents of `scope_agents` among them
-# (folded counts plus pending deltas): exact, and a read of a few rows however large the scope. Also how
-# a search sizes its scope (an exact vector list for a small one, the HNSW walk for a large one).
-SCOPE_DOCS = """
+# Where a search's statistics are read: per agent, or per agent and audience (the receivable
+# audience keys of a search_history destination, `%(audiences)s`). The pending deltas are one
+# stream for both (each names its agent and audience); folded counts are kept in both shapes.
+SCOPES = {
+    "agents": {"TERM_STATS": "search_term_stats", "DOC_STATS": "search_doc_stats",
+               "IN_SCOPE": "agent_id = any(%(agents)s::bigint[])"},
+    "audiences": {"TERM_STATS": "search_audience_term_stats", "DOC_STATS": "search_audience_doc_stats",
+                  "IN_SCOPE": "agent_id = any(%(agents)s::bigint[]) and audience_id = any(%(audiences)s::bigint[])"},
+}
+
+
+# The documents of `agents` (in the scope) and their total length, and the documents of
+# `scope_agents` among them (folded counts plus pending deltas): exact, and a read of a few rows
+# however large the scope. Also how a search sizes its scope (an exact vector list for a small
+# one, the HNSW walk for a large one).
+def scope_docs_sql(scope: str) -> str:
+    return compose("""
 select coalesce(sum(x.docs), 0)::bigint as docs, coalesce(sum(x.total_len), 0)::bigint as total_len,
        coalesce(sum(x.docs) filter (where x.agent_id = any(%(scope_agents)s::bigint[])), 0)::bigint as scope_docs
-  from (select agent_id, docs, total_len from search_doc_stats where agent_id = any(%(agents)s::bigint[])
+  from (select agent_id, docs, total_len from <<DOC_STATS>> where <<IN_SCOPE>>
         union all
-        select agent_id, docs, total_len from search_doc_deltas where agent_id = any(%(agents)s::bigint[])) x
-"""
+        select agent_id, docs, total_len from search_doc_deltas where <<IN_SCOPE>>) x
+""", DOC_STATS=SCOPES[scope]["DOC_STATS"], IN_SCOPE=SCOPES[scope]["IN_SCOPE"])
+
+
+SCOPE_DOCS = scope_docs_sql("agents")
 
 # Everything BM25 and the candidate bound need, in one round trip: which of the query's terms
 # count (under `multilingual`, a sentence in a detected language leaves out that language's
 # function words: `lang`, see query_language); each counted term's lexemes in the workspace's
 # configuration (a quoted phrase has several; a word the configuration drops as a stopword has
 # none) and, for a word read through stemmers too (backscroll_term_configs), its alternative
-# forms; each lexeme's document frequency over the agents BM25 counts (`agents`) and over those
-# the candidates are read from (`scope_agents`, a subset; folded counts plus pending deltas); and
-# both sets' documents, with the BM25 agents' total length.
-QUERY_STATS = compose("""
+# forms; each lexeme's document frequency over the agents BM25 counts (`agents`, and under the
+# `audiences` scope only their documents in those audiences) and over those the candidates are
+# read from (`scope_agents`, a subset; folded counts plus pending deltas); and both sets'
+# documents, with the BM25 agents' total length.
+def query_stats_sql(scope: str) -> str:
+    return compose("""
 with typed as (
     select t.term, t.i from unnest(%(terms)s::text[]) with ordinality as t(term, i)
 ),
@@ -117,13 +137,13 @@ df as (
       cross join lateral (
             select coalesce(sum(t.df), 0) as df,
                    coalesce(sum(t.df) filter (where t.agent_id = any(%(scope_agents)s::bigint[])), 0) as scope_df
-              from search_term_stats t
-             where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme) s
+              from <<TERM_STATS>> t
+             where <<IN_SCOPE>> and t.lexeme = l.lexeme) s
       cross join lateral (
             select coalesce(sum(t.delta), 0) as df,
                    coalesce(sum(t.delta) filter (where t.agent_id = any(%(scope_agents)s::bigint[])), 0) as scope_df
               from search_term_deltas t
-             where t.agent_id = any(%(agents)s::bigint[]) and t.lexeme = l.lexeme) d
+             where <<IN_SCOPE>> and t.lexeme = l.lexeme) d
 ),
 docs as (<<SCOPE_DOCS>>)
 select d.docs, d.total_len, d.scope_docs,
@@ -133,7 +153,11 @@ select d.docs, d.total_len, d.scope_docs,
        (select coalesce(json_object_agg(df.lexeme, json_build_array(df.df, df.scope_df)), '{}') from df) as df
   from docs d
 """, FUNCTION_WORD="""x.term !~ '\\s' and length(to_tsvector(%(cfg)s::regconfig, x.term)) > 0
-       and length(to_tsvector(%(lang)s::regconfig, x.term)) = 0""", SCOPE_DOCS=SCOPE_DOCS.strip())
+       and length(to_tsvector(%(lang)s::regconfig, x.term)) = 0""", SCOPE_DOCS=scope_docs_sql(scope).strip(),
+       TERM_STATS=SCOPES[scope]["TERM_STATS"], IN_SCOPE=SCOPES[scope]["IN_SCOPE"])
+
+
+QUERY_STATS = {scope: query_stats_sql(scope) for scope in SCOPES}
 
 
 def bm25_scores(source: str) -> str:
@@ -168,6 +192,14 @@ select x.message_id,
 AGENT_SINCE = """
 select s.created_at from message_search s
  where s.agent_id = %(agent)s::bigint
+ order by s.created_at desc
+offset %(k)s limit 1
+"""
+# The same among the agent's documents in the receivable audiences (the audience rides in the
+# recency index, migration 0027: no heap read for the documents it skips).
+AUDIENCE_SINCE = """
+select s.created_at from message_search s
+ where s.agent_id = %(agent)s::bigint and s.audience_id = any(%(audiences)s::bigint[])
  order by s.created_at desc
 offset %(k)s limit 1
 """
@@ -212,13 +244,17 @@ def walk_window(since: datetime | None, matches: int, docs: int, pool: int) -> b
 
 
 def recent_window_start(conn: psycopg.Connection, workspace_id: int, agents: list[int], matches: int,
-                        docs: int, pool: int) -> datetime | None:
+                        docs: int, pool: int, audiences: list[int] | None = None) -> datetime | None:
     """Where the window of the scope's recent messages starts when `matches` (of `docs`) exceed
-    the pool; None when every match is read (see recent_window)."""
+    the pool; None when every match is read (see recent_window). With `audiences` (one agent's):
+    the window of its documents in those audiences."""
     window = recent_window(matches, docs, pool)
     if window is None or not agents:
         return None
-    if len(agents) == 1:
+    if audiences is not None:
+        (agent,) = agents
+        row = conn.execute(AUDIENCE_SINCE, {"agent": agent, "audiences": audiences, "k": window}).fetchone()
+    elif len(agents) == 1:
         row = conn.execute(AGENT_SINCE, {"agent": agents[0], "k": window}).fetchone()
     else:
         row = conn.execute(SCOPE_SINCE, {"ws": workspace_id, "agents": agents, "k": window}).fetchone()
@@ -319,18 +355,21 @@ def query_language(conn: psycopg.Connection, cfg: str, query: str, terms: list[s
 
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str],
                 settings: Settings | None = None, *, query: str | None = None,
-                scope_agents: list[int] | None = None) -> QueryStats:
+                scope_agents: list[int] | None = None, audiences: list[int] | None = None) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`, in one
     statement; under `multilingual`, a word is also read through the stemmers of the detector's
     languages and, given the `query` they came from, the function words of its language are left
     out (QueryStats.terms: the terms that count). `scope_agents` (a subset of `agents`, by
-    default all of them): where the candidates are read, whose frequencies bound them."""
+    default all of them): where the candidates are read, whose frequencies bound them.
+    `audiences`: only the documents of those audience keys count (search_history's receivable
+    audiences), so nothing its destination may not receive moves a number or the order."""
     stems = language.stemmers(conn, settings) if cfg == MULTILINGUAL else []
     lang = query_language(conn, cfg, query, terms, settings) if query is not None else None
     scope = agents if scope_agents is None else scope_agents
+    statement = QUERY_STATS["agents" if audiences is None else "audiences"]
     # Not prepared: with a workspace's many agents its generic plan is a 2 s scan (see db.py).
-    stats = conn.execute(QUERY_STATS, {"cfg": cfg, "terms": terms, "agents": agents, "scope_agents": scope,
-                                       "stems": list(stems), "lang": lang}).fetchone()
+    stats = conn.execute(statement, {"cfg": cfg, "terms": terms, "agents": agents, "scope_agents": scope,
+                                     "audiences": audiences, "stems": list(stems), "lang": lang}).fetchone()
     per_term: list[list[str]] = stats["per_term"]
     alternatives: list[bool] = stats["alternatives"]
     df = {lx: int(n) for lx, (n, _) in stats["df"].items()}

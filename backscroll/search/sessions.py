@@ -44,8 +44,6 @@ class Scope:
     # conversations are still narrowed by creator, workspace and filter.
     other_agent_ids: list[int]
     ts_config: str | None  # the workspace's text search configuration
-    # Every agent of the workspace: BM25's document frequencies are the workspace's.
-    workspace_agent_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,8 +70,16 @@ def resolve_scope(conn: psycopg.Connection, principal: Principal, agent: str | N
     agent_ids = list(row["agent_ids"])
     others = [a for a in row["workspace_agents"]
               if a not in agent_ids and (only_agent is None or a == only_agent)]
-    return Scope(principal.workspace_id, principal.actor_id, agent_ids, only_agent, others, row["ts_config"],
-                 tuple(row["workspace_agents"]))
+    return Scope(principal.workspace_id, principal.actor_id, agent_ids, only_agent, others, row["ts_config"])
+
+
+def statistics_agents(scope: Scope) -> list[int]:
+    """Whose documents BM25's statistics count: the reader's agents (as the `agent` filter narrows
+    them), never the workspace's, so a message stored with an agent the reader cannot see moves
+    no score and no order (issue 29). The reader's own conversations with other agents are
+    ranked by these statistics too; they hold nothing the statistics could count that the
+    reader may not see, and adding their agents would count those agents' other conversations."""
+    return list(scope.agent_ids)
 
 
 def _session(row: dict) -> dict:
@@ -211,12 +217,12 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     qv = hybrid.QueryVector(hybrid.LEXICAL)
     # The query embedding is under way while the statistics and the recent window are read.
     pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
-    workspace_agents = list(scope.workspace_agent_ids or [*scope.agent_ids, *scope.other_agent_ids])
     cfg = scope.ts_config or ranking.MULTILINGUAL
     typed = search_box_terms(q)
-    # BM25's statistics are the workspace's; candidates come from the rarest terms by their
-    # frequency in the reader's agents (where the candidates are read): one read for both.
-    stats = ranking.query_stats(conn, workspace_agents, cfg, typed.positive, settings, query=q, scope_agents=agents)
+    # Candidates come from the rarest terms by their frequency in the agents searched: one read
+    # for both.
+    stats = ranking.query_stats(conn, statistics_agents(scope), cfg, typed.positive, settings, query=q,
+                                scope_agents=agents)
     words = replace(typed, positive=list(stats.terms))
     chosen = ranking.generating_terms(list(stats.scope_term_df), rank.pool)
     generating = [words.positive[i] for i in chosen]

@@ -35,14 +35,16 @@ class TurnIn(BaseModel):
 
 class ReplyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    body: Prose = Field(max_length=1_000_000)
+    # The one body limit every write holds to is a setting (body_max_chars), checked where the
+    # settings are (the API's check_body), not a length of this model's own.
+    body: Prose = Field(description="At most body_max_chars characters, as every body")
     external_id: ExternalId | None = None
     memory_ids: list[int] = Field(default_factory=list, max_length=100)
 
 
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    body: Prose = Field(min_length=1, max_length=100_000)
+    body: Prose = Field(min_length=1, description="At most body_max_chars characters, as every body")
     source_message_ids: list[int] = Field(min_length=1, max_length=MAX_HISTORY_IDS)
 
 

@@ -254,3 +254,63 @@ def test_an_unverified_identity_link_grants_nothing_over_http(world, http, token
     assert http.post(f"/v1/identity-links/{link}/revoke", headers=h).status_code == 200
     assert private not in from_web_dm(7)["message_ids"]
     assert_error(http.post(f"/v1/identity-links/{link}/verify", headers=h, json={"proof": "late"}), 404)
+
+
+def _dm(http, h, external_id: str, reader: str) -> int:
+    r = http.post("/v1/conversations", headers=h, json={"agent": AGENT, "connector": CONNECTOR,
+                                                        "external_id": external_id, "title": f"DM {reader}",
+                                                        "audience": {"kind": "members", "readers": [reader]}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+@pytest.mark.privacy
+def test_a_shared_channel_reaches_its_own_members_dm(world, http, tokens):
+    """Issue 29, item 6: a person asking in their own DM about a shared channel they read finds
+    it (and the agent's reply built on it); a DM of someone outside the channel, a DM of another
+    namespace, and a private room one of whose readers is outside the channel find nothing. The
+    reverse stays closed: a private room never reaches a shared channel, even one whose readers
+    all read the room."""
+    h, rt = tokens
+    channel = _conversation(http, h, "C-GLOBEX", "shared with Globex", ["UALICE", "XGLOBEX"])
+    secret = _message(http, h, channel, "XGLOBEX", "globex renewal price agreed at nine percent")
+    reply = _message(http, h, channel, "bot", "noted the renewal price", role="assistant",
+                     history_message_ids=[secret])
+
+    alice = _dm(http, h, "D-ALICE", "UALICE")
+    asked = _message(http, h, alice, "UALICE", "what renewal price did globex agree?")
+    found = _search(http, rt, alice, "UALICE", asked, "renewal price")
+    assert {hit["message_id"] for hit in found["hits"]} == {secret, reply}, found
+    r = http.post(f"/v1/turns/{found['turn']}/recheck", headers=rt)
+    assert r.status_code == 200 and r.json()["deliverable"] is True, r.text
+
+    bob = _dm(http, h, "D-BOB", "UBOB")
+    asked = _message(http, h, bob, "UBOB", "what renewal price did globex agree?")
+    found = _search(http, rt, bob, "UBOB", asked, "renewal price")
+    assert found["hits"] == [] and secret not in found["message_ids"], found
+
+    r = http.post("/v1/conversations", headers=h, json={
+        "agent": AGENT, "connector": {"type": "slack", "name": "other"}, "external_id": "D-ALICE-OTHER",
+        "title": "DM elsewhere", "audience": {"kind": "members", "readers": ["UALICE"]}})
+    assert r.status_code == 201, r.text
+    elsewhere = r.json()["id"]
+    asked = _message(http, h, elsewhere, "UALICE", "what renewal price did globex agree?")
+    found = _search(http, rt, elsewhere, "UALICE", asked, "renewal price")
+    assert found["hits"] == [], found
+
+    r = http.post("/v1/conversations", headers=h, json={
+        "agent": AGENT, "connector": CONNECTOR, "external_id": "G-ROOM", "title": "room",
+        "audience": {"kind": "members", "readers": ["UALICE", "UBOB"]}})
+    room = r.json()["id"]
+    asked = _message(http, h, room, "UALICE", "what renewal price did globex agree?")
+    found = _search(http, rt, room, "UALICE", asked, "renewal price")
+    assert found["hits"] == [], found
+
+    r = http.post("/v1/conversations", headers=h, json={
+        "agent": AGENT, "connector": CONNECTOR, "external_id": "G-WIDE", "title": "wide room",
+        "audience": {"kind": "members", "readers": ["UALICE", "UBOB", "XGLOBEX"]}})
+    wide = r.json()["id"]
+    private = _message(http, h, wide, "UBOB", "the internal floor price is six percent")
+    asked = _message(http, h, channel, "XGLOBEX", "what is the floor price?")
+    found = _search(http, rt, channel, "XGLOBEX", asked, "floor price")
+    assert private not in found["message_ids"] and found["hits"], found  # the channel's own "price" lines only

@@ -1,9 +1,10 @@
 """Issue 16: no empty, null or unknown set widens a verdict, and rows stored with none are sealed.
 
-The truth table below is written from the rule as DESIGN.md and seed 000 state it ("members and
-external reach only a destination of the same kind and namespace whose readers are a non-empty
-subset of theirs"; "an empty or unknown reader set matches nothing but its own conversation"),
-not from sql/0018, and every cell is asked of the database.
+The truth table below is written from the rule as DESIGN.md and seed 000 state it ("members
+reaches only a members destination, external a members or external one, of the same namespace
+whose readers are a non-empty subset of theirs": issue 29 item 6, seed 000's "retrievable only
+in a conversation whose readers could already read it"; "an empty or unknown reader set matches
+nothing but its own conversation"), not from sql/, and every cell is asked of the database.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def spec_allows(o, d) -> bool:
         return dk in ("workspace", "members")
     if ordr is None or drdr is None or None in drdr or None in ordr:
         return False
-    return dk == ok and len(drdr) > 0 and set(drdr) <= set(ordr)
+    receivers = {"members": ("members",), "external": ("members", "external")}[ok]
+    return dk in receivers and len(drdr) > 0 and set(drdr) <= set(ordr)
 
 
 @pytest.mark.privacy

@@ -13,6 +13,7 @@ import pytest
 
 from backscroll.search import history, history_sql, turns
 from backscroll.errors import NotFound
+from tests.audit import audited
 from tests.world import World
 
 WS = "acme"
@@ -73,7 +74,7 @@ def ask(t: Town, dest: int, requester: str, query: str, *, namespace: str = NS, 
         turn = t.w.turn(WS, AGENT, dest, requester=requester, requester_namespace=namespace,
                         answering=answering, loaded=list(loaded))
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit, filters=history.Filters(**(filters or {})))
-    result = history.search_history(t.w.conn, t.w.workspace(WS), None, request, None)
+    result = audited(t.w.conn, turn, history.search_history(t.w.conn, t.w.workspace(WS), None, request, None))
     result["turn_id"] = turn
     return result
 

@@ -13,8 +13,11 @@ the destination the audience of the turn's destination conversation.
   never public;
 - members reaches only a members destination of the same namespace whose readers are a
   NON-EMPTY subset of the origin's readers;
-- external likewise, only an external destination of the same namespace whose readers are a
-  NON-EMPTY subset of the origin's readers;
+- external (a channel shared with another organisation) reaches a members OR an external
+  destination of the same namespace whose readers are a NON-EMPTY subset of the origin's
+  readers: "a private conversation is retrievable only in a conversation whose readers could
+  already read it" (issue 29: a person's own DM may ask about a shared channel they are in);
+  members never reaches external, whose outside readers never read the private room;
 - an empty, null or unknown set never widens a verdict: an origin with no readers matches
   nothing by the subset rule, a destination with no readers receives nothing members or external
   by it, and an empty namespace matches nothing (public still reaches anywhere);
@@ -107,6 +110,7 @@ from hypothesis import strategies as st
 from backscroll.search import history, turns
 from backscroll.search.limits import clamp_limit
 from backscroll.ingest import writes as ingest, links
+from tests.audit import audited
 from tests.ranking_reference import bm25_reference
 
 pytestmark = [pytest.mark.privacy, pytest.mark.lineage]
@@ -219,7 +223,8 @@ def audience_allows(o: Audience, d: Audience) -> bool:
     if o_kind in PRIVATE:
         # A NON-EMPTY subset: an empty destination set receives nothing, an empty origin set
         # (which only an empty destination set could be a subset of) reaches nothing.
-        return d_kind == o_kind and len(d_readers) > 0 and set(d_readers) <= set(o_readers)
+        receivers = ("members",) if o_kind == "members" else ("members", "external")
+        return d_kind in receivers and len(d_readers) > 0 and set(d_readers) <= set(o_readers)
     raise AssertionError(o_kind)
 
 
@@ -936,7 +941,7 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
     filters = draw_filters(data, model)
     used = len(turn.in_context)
     request = history.SearchRequest(turn_id=turn.id, query=query, limit=limit, filters=history.Filters(**filters))
-    result = history.search_history(conn, model.ws, None, request, None)
+    result = audited(conn, turn.id, history.search_history(conn, model.ws, None, request, None))
     hits = [h["message_id"] for h in result["hits"]]
     where = (f"turn {turn.id} into conversation {turn.dest.id} {turn.dest.audience} (agent {turn.agent}), "
              f"query {query!r}, filters {filters}")
@@ -1012,14 +1017,20 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
 
     # Ranking: no eligible matching message left out scores above the lowest hit.
     if eligible:
-        bm25 = bm25_reference(conn, [turn.agent], query_words)
+        # Statistics over what the destination may receive (issue 29): the agent's messages whose
+        # audience the rule admits, evidence and lineage aside (the documented residual).
+        receivable = {m.id for m in model.msgs.values() if message_allows(model, turn.agent, m, turn.dest)}
+        bm25 = bm25_reference(conn, [turn.agent], query_words, counted=receivable)
         rows = conn.execute(
             "select s.message_id as id, extract(epoch from (now() - m.created_at))::float8 as age"
             "  from message_search s join messages m on m.id = s.message_id where s.message_id = any(%s)",
             (sorted(eligible),)).fetchall()
         assert {r["id"] for r in rows} == eligible
         rows = [{**r, "lexical": bm25[r["id"]]} for r in rows]
-        spoke = {m.conv for m in model.msgs.values() if m.speaker is not None and m.speaker in turn.requester_ids}
+        # Where the requester spoke, among the messages the destination may receive (with evidence).
+        spoke = {m.conv for m in model.msgs.values()
+                 if m.speaker is not None and m.speaker in turn.requester_ids and m.id in receivable
+                 and m.evidence and m.role in ("user", "assistant") and m.state == "finished"}
         w = history.WEIGHTS
         scores, features = {}, {}
         for r in rows:

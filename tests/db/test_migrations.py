@@ -274,11 +274,44 @@ def test_status_tokens_arrive_on_upgrade_and_other_tokens_keep_their_rules(empty
     w = open_world(empty_db_url)
     try:
         _, admin = create_token(w.conn, TokenKind.admin)
-        assert [m.version for m in migrate(empty_db_url)] == [25, 26]
+        assert [m.version for m in migrate(empty_db_url)][:2] == [25, 26]
         assert authenticate(w.conn, f"Bearer {admin}").kind is TokenKind.admin
         _, status = create_token(w.conn, TokenKind.status)
         assert authenticate(w.conn, f"Bearer {status}").kind is TokenKind.status
         with pytest.raises(psycopg.errors.CheckViolation):
             create_token(w.conn, TokenKind.runtime)
+    finally:
+        w.conn.close()
+
+
+def test_audience_statistics_are_counted_on_upgrade(empty_db_url, tmp_path):
+    """0027 gives every document its audience key and counts the per-audience statistics from
+    what is there, pending deltas included; they then stay exact through new writes and folds;
+    0028 lets an external channel's message reach a DM of one of its readers."""
+    from backscroll.search import maintenance
+    from tests.db.test_ranking import assert_statistics_exact
+    from tests.world import open_world
+
+    migrate(empty_db_url, directory=migrations_through(tmp_path, 26))
+    w = open_world(empty_db_url)
+    try:
+        insert = ("insert into messages (conversation_id, role, body, state, audience_kind, audience_namespace,"
+                  " audience_readers) values (%s, 'user', %s, 'finished', %s, 'web:demo', %s) returning id")
+        conv = w.conversation("acme", "concierge", "t1")
+        for body, kind, readers in [("the harbour venue", "workspace", []), ("the harbour at noon", "members", ["u1"]),
+                                    ("harbour harbour", "members", ["u2", "u1"]), ("venue", "members", ["u1", "u2"]),
+                                    ("sealed harbour", "external", [])]:
+            w.conn.execute(insert, (conv, body, kind, readers))
+        assert w.conn.execute("select count(*) as n from search_term_deltas").fetchone()["n"] > 0
+        assert [m.version for m in migrate(empty_db_url)][:2] == [27, 28]
+        assert_statistics_exact(w)
+        keys = w.conn.execute("select kind::text, readers, sealed_conversation from search_audiences order by id").fetchall()
+        # Readers sorted (one key for {u1, u2} in either order); the sealed row keyed by its conversation.
+        assert [(k["kind"], k["readers"], k["sealed_conversation"]) for k in keys] == [
+            ("workspace", [], None), ("members", ["u1"], None), ("members", ["u1", "u2"], None), ("external", [], conv)]
+        w.conn.execute(insert, (conv, "more harbour talk", "members", ["u1"]))
+        assert_statistics_exact(w)
+        maintenance.fold(w.conn)
+        assert_statistics_exact(w)
     finally:
         w.conn.close()

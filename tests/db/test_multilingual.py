@@ -19,6 +19,7 @@ from backscroll.search import history, maintenance, sessions
 from backscroll.search.cursor import CursorCodec
 from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
+from tests.audit import audited
 from tests.world import World
 
 WS = "acme"
@@ -218,8 +219,8 @@ def test_bm25_counts_each_word_once_by_its_best_form(world, monkeypatch):
         expected = _reference(w, words)
         ask = w.conversation(WS, AGENT, "ask", "Asking")
         turn = w.turn(WS, AGENT, ask)
-        got = history.search_history(w.conn, w.workspace(WS), None,
-                                     history.SearchRequest(turn_id=turn, query=" ".join(words), limit=20), None)
+        got = audited(w.conn, turn, history.search_history(
+            w.conn, w.workspace(WS), None, history.SearchRequest(turn_id=turn, query=" ".join(words), limit=20), None))
         scores = {h["message_id"]: h["features"]["lexical"] for h in got["hits"]}
         assert set(scores) == set(expected)
         for m, s in expected.items():

@@ -12,6 +12,7 @@ from backscroll.search import history, maintenance, ranking, sessions
 from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
 from tests.ranking_reference import bm25_reference, session_reference
+from tests.audit import audited
 from tests.world import World, bearer, client
 
 WS = "acme"
@@ -37,12 +38,47 @@ select agent_id, sum(docs) as docs, sum(total_len) as len
 """
 
 
+# The same per (agent, audience key), migration 0027: what search_history sums.
+RECOUNT_AUDIENCE_DF = """
+select s.agent_id, s.audience_id, u.lexeme, count(*) as df from message_search s, unnest(s.tsv) u group by 1, 2, 3
+"""
+KEPT_AUDIENCE_DF = """
+select agent_id, audience_id, lexeme, sum(df) as df
+  from (select agent_id, audience_id, lexeme, df from search_audience_term_stats
+        union all select agent_id, audience_id, lexeme, delta from search_term_deltas
+                   where audience_id is not null) x  -- written before 0027: counted per agent only
+ group by 1, 2, 3 having sum(df) <> 0
+"""
+RECOUNT_AUDIENCE_DOCS = """
+select agent_id, audience_id, count(*) as docs, sum(doc_len) as len,
+       count(*) filter (where tsv <> ''::tsvector) as indexable
+  from message_search group by 1, 2
+"""
+KEPT_AUDIENCE_DOCS = """
+select agent_id, audience_id, sum(docs) as docs, sum(total_len) as len, sum(indexable) as indexable
+  from (select agent_id, audience_id, docs, total_len, indexable from search_audience_doc_stats
+        union all select agent_id, audience_id, docs, total_len, indexable from search_doc_deltas
+                   where audience_id is not null) x
+ group by 1, 2 having sum(docs) <> 0
+"""
+
+
 def assert_statistics_exact(w: World) -> None:
     recount = {(r["agent_id"], r["lexeme"]): r["df"] for r in w.conn.execute(RECOUNT_DF).fetchall()}
     kept = {(r["agent_id"], r["lexeme"]): r["df"] for r in w.conn.execute(KEPT_DF).fetchall()}
     assert kept == recount
     docs = {r["agent_id"]: (r["docs"], r["len"]) for r in w.conn.execute(RECOUNT_DOCS).fetchall()}
     kept_docs = {r["agent_id"]: (r["docs"], r["len"]) for r in w.conn.execute(KEPT_DOCS).fetchall()}
+    assert kept_docs == docs
+    key = ("agent_id", "audience_id", "lexeme")
+    recount = {tuple(r[k] for k in key): r["df"] for r in w.conn.execute(RECOUNT_AUDIENCE_DF).fetchall()}
+    kept = {tuple(r[k] for k in key): r["df"] for r in w.conn.execute(KEPT_AUDIENCE_DF).fetchall()}
+    assert kept == recount
+    values = ("docs", "len", "indexable")
+    docs = {(r["agent_id"], r["audience_id"]): tuple(r[v] for v in values)
+            for r in w.conn.execute(RECOUNT_AUDIENCE_DOCS).fetchall()}
+    kept_docs = {(r["agent_id"], r["audience_id"]): tuple(r[v] for v in values)
+                 for r in w.conn.execute(KEPT_AUDIENCE_DOCS).fetchall()}
     assert kept_docs == docs
 
 
@@ -75,7 +111,7 @@ def search_history(w: World, query: str, rank: Ranking | None = None, limit: int
     conv = w.conversation(WS, AGENT, "ask", "Asking", creator="priya")
     turn = w.turn(WS, AGENT, conv, requester="priya")
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
-    return history.search_history(w.conn, w.workspace(WS), None, request, None, rank=rank)
+    return audited(w.conn, turn, history.search_history(w.conn, w.workspace(WS), None, request, None, rank=rank))
 
 
 def session_search(w: World, query: str, rank: Ranking | None = None) -> dict:
@@ -186,6 +222,9 @@ def test_statistics_stay_exact_through_every_write(venue):
     w.conversation(WS, "scout", "scouting", "Scouting", creator="tom")
     w.conn.execute("update message_search set agent_id = %s where message_id = %s",
                    (w.agent_id(WS, "scout"), streaming))
+    assert_statistics_exact(w)
+    # A conversation's readers set: its messages move to the new audience key (migration 0027).
+    w.conn.execute("update messages set audience_readers = array['priya', 'tom'] where conversation_id = %s", (conv,))
     assert_statistics_exact(w)
     assert maintenance.fold(w.conn) > 0
     assert w.conn.execute("select count(*) as n from search_term_deltas").fetchone()["n"] == 0

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from mutants import Mutant
 
-# The predicates as they stand: 0018 redefines the audience predicate, the linked identities and
-# both lineage walks (a mutant of an older definition would be overridden, and survive).
+# The predicates as they stand: 0018 redefines the linked identities and both lineage walks, 0028
+# the audience predicate (a mutant of an older definition would be overridden, and survive).
 DISCLOSURE = IDENTITIES = VERDICTS = FAIL_CLOSED = "sql/0018_fail_closed.sql"
+AUDIENCE = "sql/0028_external_into_members.sql"
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class ExpectingMutant(Mutant):
 
 
 HISTORY_MUTANTS = [
-    ExpectingMutant("disclosure: audience predicate", DISCLOSURE, "backscroll_audience_allows",
+    ExpectingMutant("disclosure: audience predicate", AUDIENCE, "backscroll_audience_allows",
                     """select coalesce(case o_kind
         when 'public' then true""", """select true or coalesce(case o_kind
         when 'public' then true""", expect="all_privacy"),
@@ -84,16 +85,26 @@ HISTORY_MUTANTS = [
                     "backscroll_disclosable(%(agent)s, m.conversation_id, 'public'::audience_kind"),
     # Issue 16: an external conversation's readers decide where it goes; an empty or unknown set
     # never widens a verdict; a row stored with no readers is sealed to its own conversation.
-    ExpectingMutant("fail closed: external readers ignored", FAIL_CLOSED, "backscroll_audience_allows",
-                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+    ExpectingMutant("fail closed: external readers ignored", AUDIENCE, "backscroll_audience_allows",
+                    """when 'external' then d_kind in ('members', 'external') and d_namespace = o_namespace and o_namespace <> ''
                              and cardinality(d_readers) > 0 and d_readers <@ o_readers""",
-                    "when 'external' then d_kind = 'external' and d_namespace = o_namespace", named="external"),
-    ExpectingMutant("fail closed: an empty external destination accepted as a subset", FAIL_CLOSED,
+                    "when 'external' then d_kind in ('members', 'external') and d_namespace = o_namespace",
+                    named="external"),
+    ExpectingMutant("fail closed: an empty external destination accepted as a subset", AUDIENCE,
                     "backscroll_audience_allows",
-                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+                    """when 'external' then d_kind in ('members', 'external') and d_namespace = o_namespace and o_namespace <> ''
                              and cardinality(d_readers) > 0 and d_readers <@ o_readers""",
-                    """when 'external' then d_kind = 'external' and d_namespace = o_namespace and o_namespace <> ''
+                    """when 'external' then d_kind in ('members', 'external') and d_namespace = o_namespace and o_namespace <> ''
                              and d_readers <@ o_readers""", named="empty"),
+    # Issue 29, item 6: a shared channel reaches its own members' DMs, never a DM of someone
+    # outside it, nor does a private room reach a shared channel.
+    ExpectingMutant("audience: a shared channel reaches any DM of its namespace", AUDIENCE, "backscroll_audience_allows",
+                    "and cardinality(d_readers) > 0 and d_readers <@ o_readers\n    end",
+                    "and cardinality(d_readers) > 0 and (d_kind = 'members' or d_readers <@ o_readers)\n    end",
+                    named="shared_channel"),
+    ExpectingMutant("audience: a private room reaches a shared channel", AUDIENCE, "backscroll_audience_allows",
+                    "when 'members' then d_kind = 'members' and", "when 'members' then d_kind in ('members', 'external') and",
+                    named="shared_channel"),
     ExpectingMutant("fail closed: a sealed row reaches other conversations", FAIL_CLOSED, "backscroll_sealed_allows",
                     "and o_conversation = d_conversation", "", named="empty"),
     ExpectingMutant("fail closed: search takes every sealed row for the destination's own", "backscroll/search/history_sql.py",

@@ -47,10 +47,14 @@ def suites_for(mutant: Mutant) -> list[str]:
 
 
 def constant_region(source: str, constant: str, sql: bool = False) -> tuple[int, int]:
-    """Where a named Python constant, or a SQL function's definition, starts and ends."""
+    """Where a named Python constant (or, named `def NAME`, a module-level function), or a SQL
+    function's definition, starts and ends."""
     if sql:
         start = re.search(rf"^create (or replace )?function {constant}\(", source, re.M)
         following = re.compile(r"^create ", re.M)
+    elif constant.startswith("def "):
+        start = re.search(rf"^{constant}\(", source, re.M)
+        following = re.compile(r"^[A-Za-z_][A-Za-z0-9_]* = |^def |^class |^@", re.M)
     else:
         start = re.search(rf"^{constant} = ", source, re.M)
         following = re.compile(r"^[A-Za-z_][A-Za-z0-9_]* = |^def |^class |^@", re.M)

@@ -24,6 +24,7 @@ from backscroll.search.cursor import CursorCodec
 from backscroll.store.migrate import migrate
 from backscroll.embeddings.vectors import register_model
 from backscroll.embeddings.worker import Worker
+from tests.audit import audited
 from tests.migrations import migrations_through
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, fake_settings
 from tests.world import open_world
@@ -57,9 +58,25 @@ def counted(conn, model: str) -> dict[int, tuple[int, int]]:
     return {a: hybrid.scope_coverage(conn, model, [a]) for a in agents}
 
 
+# The same per (agent, audience key) (migration 0027: search_history's coverage is over the
+# audience keys its destination may receive).
+DIRECT_BY_AUDIENCE = """
+select s.agent_id, s.audience_id,
+       count(*) filter (where s.tsv <> ''::tsvector) as total,
+       count(e.message_id) filter (where s.tsv <> ''::tsvector) as embedded
+  from message_search s
+  left join message_embeddings e on e.message_id = s.message_id and e.model = %(model)s
+ group by 1, 2
+"""
+
+
 def assert_counts_exact(conn, *models: str) -> None:
     for model in models:
         assert counted(conn, model) == direct(conn, model), model
+        by_audience = {(r["agent_id"], r["audience_id"]): (r["embedded"], r["total"])
+                       for r in conn.execute(DIRECT_BY_AUDIENCE, {"model": model})}
+        kept = {key: hybrid.scope_coverage(conn, model, [key[0]], [key[1]]) for key in by_audience}
+        assert kept == by_audience, model
 
 
 def add_vectors(conn, model: str, ids: list[int], dims: int = FAKE_DIMS) -> None:
@@ -100,8 +117,8 @@ def search_history(w, conv: int, query: str, settings, gateway) -> tuple[dict, d
     """The agent searches while answering Bob in `conv`: the answer and its audit row."""
     turn = w.turn(WS, AGENT, conv, requester="U_B", requester_namespace=NS)
     request = history.SearchRequest(turn_id=turn, query=query)
-    result = history.search_history(w.conn, w.workspace(WS), None, request, None, settings=settings,
-                                    gateway=gateway)
+    result = audited(w.conn, turn, history.search_history(w.conn, w.workspace(WS), None, request, None,
+                                                          settings=settings, gateway=gateway))
     row = w.conn.execute("select mode, degradation from search_audit where turn_id = %s", (turn,)).fetchone()
     return result, row
 
@@ -234,6 +251,15 @@ def test_the_counters_equal_a_direct_count_through_every_change(db_url, world, f
     assert_counts_exact(conn, *models)
     assert counted(conn, fake_model)[o["agent"]] == (4, 4)
     assert counted(conn, "other-4")[o["agent"]] == (2, 4)
+
+    # A message's audience changes (made workspace-wide, then back): its document moves to the
+    # new audience key and its vectors' coverage with it (migration 0027), two in one statement.
+    conn.execute("update messages set audience_kind = 'workspace' where id = any(%s)", ([m["booking"], gala[0]],))
+    assert_counts_exact(conn, *models)
+    assert conn.execute("select count(distinct audience_id) as n from message_search where message_id = any(%s)",
+                        ([m["booking"], m["lunch"]],)).fetchone()["n"] == 2
+    conn.execute("update messages set audience_kind = 'public' where id = %s", (m["booking"],))
+    assert_counts_exact(conn, *models)
 
     # The worker stores a vector again (a job queued again): an update, nothing more to count.
     conn.execute("insert into embedding_outbox (message_id) values (%s)", (m["lunch"],))

@@ -87,7 +87,7 @@ def test_every_module_level_statement_is_composed():
     assert seen > 100
     assert "backscroll_or_query" in sessions_sql.SEARCH and "from content_candidates x" in sessions_sql.SEARCH
     assert "from matches x" in history_sql.SEARCH and "backscroll_sealed_allows" in history_sql.VECTOR_SHAPES["hnsw"]
-    assert "search_doc_stats" in ranking.QUERY_STATS
+    assert "search_doc_stats" in ranking.QUERY_STATS["agents"]
 
 
 def test_the_statements_built_at_call_time_are_composed():
