@@ -303,7 +303,8 @@ def speed(args) -> int:
     n_agent = conn.execute("select count(*) as n from message_search where agent_id = %s", (agent,)).fetchone()["n"]
     for d in dests:
         with conn.transaction(force_rollback=True):
-            turn_id = turns.register_turn(conn, facts["workspace_ids"][0], None, d.turn_in)
+            turn_id = turns.register_turn(conn, facts["workspace_ids"][0], None, d.turn_in,
+                                          actors=ingest.actor_resolver(conn, facts["workspace_ids"][0]))
             turn = history.load_turn(conn, facts["workspace_ids"][0], turn_id)
             # The product's shape for this perspective and destination, and the HNSW walk beside it.
             product = history.vector_shape(turn, n_agent, hybrid_settings)

@@ -78,7 +78,8 @@ class World:
             agent=agent, conversation_id=conversation_id, answering_message_id=answering,
             loaded_message_ids=list(loaded),
             requester=turns.RequesterRef(external_id=requester, namespace=requester_namespace) if requester else None)
-        return turns.register_turn(self.conn, self.workspace(ws), None, body)
+        return turns.register_turn(self.conn, self.workspace(ws), None, body,
+                                   actors=ingest.actor_resolver(self.conn, self.workspace(ws)))
 
     def link(self, ws: str, agent: str, a: tuple[str, str], b: tuple[str, str]) -> int:
         return links.link(self.conn, self.workspace(ws), links.LinkIn(

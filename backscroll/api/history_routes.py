@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from ..access.audit import query_digest
 from ..access.auth import TokenKind
+from ..ingest import writes
 from ..search import history, turns
 from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 
@@ -16,7 +17,8 @@ router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)
 @requires(TokenKind.runtime)
 def register_turn(request: Request, svc: Svc, body: turns.TurnIn):
     with svc.session(request) as (conn, principal):
-        turn_id = turns.register_turn(conn, principal.workspace_id, principal.agent_ids, body)
+        turn_id = turns.register_turn(conn, principal.workspace_id, principal.agent_ids, body,
+                                      actors=writes.actor_resolver(conn, principal.workspace_id))
     return {"id": turn_id}
 
 

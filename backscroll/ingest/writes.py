@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Callable
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -353,6 +353,13 @@ def ensure_actor(conn: psycopg.Connection, workspace_id: int, namespace: str, re
             "kind": ref.kind.value,
         },
     ).fetchone()["id"]
+
+
+def actor_resolver(conn: psycopg.Connection, workspace_id: int) -> Callable[[str, str], int]:
+    """(namespace, external id) -> the actor's id, made known if it was not: how a turn's
+    requester is resolved (search.turns.register_turn takes it; the actors are ingestion's to write)."""
+    return lambda namespace, external_id: ensure_actor(conn, workspace_id, namespace,
+                                                       ActorRef(external_id=external_id))
 
 
 def _audience_params(audience: Audience | None, default_namespace: str, fallback: dict) -> dict:

@@ -3,6 +3,8 @@ it, and the pre-delivery recheck that revalidates all of it against the destinat
 
 from __future__ import annotations
 
+from typing import Callable
+
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,7 +56,6 @@ select c.id, c.agent_id, cn.namespace as connector_namespace
   join agents ag on ag.id = c.agent_id
  where c.id = %(conversation)s and c.workspace_id = %(ws)s and ag.slug = %(agent)s
 """
-SELECT_ACTOR = "select id from actors where workspace_id = %(ws)s and namespace = %(namespace)s and external_id = %(external_id)s"
 COUNT_IN_CONVERSATION = """
 select count(*) as n from messages where conversation_id = %(conversation)s and id = any(%(ids)s::bigint[])
 """
@@ -118,19 +119,23 @@ select coalesce(bool_and(backscroll_lineage_allows(k.source_message_ids, %(agent
 SELECT_REPLY = "select history_message_ids, memory_ids from messages where id = %(id)s"
 
 
-def register_turn(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None, turn: TurnIn) -> int:
+def register_turn(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None, turn: TurnIn,
+                  actors: Callable[[str, str], int] | None = None) -> int:
+    """Register a turn. `actors` resolves the requester (namespace, external id) to an actor,
+    making them known when the workspace does not know them yet: the ingestion's upsert, handed in
+    by the caller (the writes to actors are ingestion's). Whether a person is already known
+    somewhere in the workspace is not the runtime's to learn, so an unknown requester is no error
+    (issue 29: a 400 for a person known only from a conversation the runtime cannot see said that
+    they were)."""
     dest = conn.execute(SELECT_DESTINATION, {"conversation": turn.conversation_id, "ws": workspace_id,
                                              "agent": turn.agent}).fetchone()
     if dest is None or (agent_ids is not None and dest["agent_id"] not in agent_ids):
         raise NotFound(f"no conversation {turn.conversation_id} with agent {turn.agent!r} for this runtime")
     requester_id = None
     if turn.requester is not None:
-        row = conn.execute(SELECT_ACTOR, {"ws": workspace_id,
-                                          "namespace": turn.requester.namespace or dest["connector_namespace"],
-                                          "external_id": turn.requester.external_id}).fetchone()
-        if row is None:
-            raise BadRequest("requester: no such actor in this workspace", code="unknown_requester")
-        requester_id = row["id"]
+        if actors is None:
+            raise TypeError("a turn with a requester needs `actors` to resolve them")
+        requester_id = actors(turn.requester.namespace or dest["connector_namespace"], turn.requester.external_id)
     window = sorted(set(turn.loaded_message_ids))
     answering = [turn.answering_message_id] if turn.answering_message_id else []
     claimed = sorted(set(window + answering))
@@ -243,8 +248,17 @@ select id, created_at, encode(query_digest, 'hex') as query_digest, filters, des
 SELECT_TURN_ANY = "select id, workspace_id, agent_id from turns where id = %(turn)s"
 
 
+# What a runtime's trace leaves out of each audit row (an admin reads it whole): the exclusion
+# counts count messages the destination may not receive, and the scores and features move with
+# the receivable rows that lineage or missing evidence then excluded (issue 29). The selected
+# message ids, filters, limits, status and mode stay.
+RUNTIME_WITHHELD = ("exclusions",)
+RUNTIME_WITHHELD_PER_HIT = ("score", "features")
+
+
 def trace(conn: psycopg.Connection, principal, turn_id: int) -> dict:
-    """What a turn saw and every search it made (search_audit rows), for the run trace."""
+    """What a turn saw and every search it made (search_audit rows), for the run trace: whole for
+    an admin, without what a runtime may not learn from it (RUNTIME_WITHHELD)."""
     row = conn.execute(SELECT_TURN_ANY, {"turn": turn_id}).fetchone()
     visible = row is not None and (
         principal.kind.value == "admin"
@@ -254,8 +268,13 @@ def trace(conn: psycopg.Connection, principal, turn_id: int) -> dict:
         raise NotFound(f"no turn {turn_id}")
     evidence = conn.execute(SELECT_TRACE_EVIDENCE, {"turn": turn_id}).fetchall()
     audits = conn.execute(SELECT_TRACE_AUDIT, {"turn": turn_id}).fetchall()
+    whole = principal.kind.value == "admin"
     for a in audits:
         a["created_at"] = a["created_at"].isoformat()
+        if not whole:
+            for key in RUNTIME_WITHHELD:
+                a.pop(key)
+            a["selected"] = [{k: v for k, v in s.items() if k not in RUNTIME_WITHHELD_PER_HIT} for s in a["selected"]]
     return {
         "turn_id": turn_id,
         "evidence": [{"message_id": e["message_id"], "via": e["via"], "added_at": e["added_at"].isoformat()}

@@ -53,6 +53,14 @@ def test_the_runtime_loop_over_http(db_url, world, http):
     assert {e["message_id"] for e in trace["evidence"] if e["via"] == "search"} == set(body["message_ids"])
     assert len(trace["search_audit"]) == 1
     assert "Rose" not in r.text.replace("Rose Room is booked", "")  # the query never lands in the audit row
+    # A runtime's trace counts nothing it may not see (issue 29): no exclusion counts, no scores.
+    audit = trace["search_audit"][0]
+    assert "exclusions" not in audit and [s["message_id"] for s in audit["selected"]] == [said]
+    assert not any({"score", "features"} & set(s) for s in audit["selected"])
+    r = http.get(f"/v1/turns/{turn}/trace", headers=bearer(world.token("admin")))
+    whole = r.json()["search_audit"][0]
+    assert r.status_code == 200 and whole["exclusions"]["audience"] >= 1, whole  # the DM's match
+    assert {"score", "features"} <= set(whole["selected"][0])
 
 
 def test_a_runtime_scoped_to_another_agent_sees_no_turns(world, http):

@@ -925,7 +925,8 @@ def new_turn(conn, data, model: Model, heavy: bool) -> TurnModel:
     turn_id = turns.register_turn(conn, model.ws, None, turns.TurnIn(
         agent=model.slugs[dest.agent], conversation_id=dest.id, answering_message_id=answering,
         loaded_message_ids=loaded,
-        requester=turns.RequesterRef(namespace=requester[0], external_id=requester[1]) if requester else None))
+        requester=turns.RequesterRef(namespace=requester[0], external_id=requester[1]) if requester else None),
+        actors=ingest.actor_resolver(conn, model.ws))
     requester_ids = set()
     if requester:
         rid = model.actors[requester]

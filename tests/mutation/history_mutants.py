@@ -24,6 +24,12 @@ AUDIENCE = "sql/0028_external_into_members.sql"
 class ExpectingMutant(Mutant):
     expect: str = "any"  # any | all_privacy | exactly_lineage
     named: str = ""      # when set, a failing test's name must contain it (the test written for this case)
+    suites: tuple[str, ...] = ()  # when set, the suites run for it (else its file's, run.SUITES_FOR)
+
+
+# Issue 29: the channels around the rows. Each reopens one and must be caught by the
+# non-interference suite, which compares answers with and without rows outside the caller's scope.
+NONINTERFERENCE = ("tests/db/test_noninterference.py",)
 
 
 HISTORY_MUTANTS = [
@@ -43,12 +49,12 @@ HISTORY_MUTANTS = [
     ExpectingMutant("audit: lineage verdicts, a memory's audience", VERDICTS, "backscroll_lineage_denied",
                     "k.audience_kind, k.audience_namespace, k.audience_readers",
                     "'public'::audience_kind, k.audience_namespace, k.audience_readers"),
-    ExpectingMutant("disclosure: source evidence in search", "backscroll/search/history_sql.py", "SEARCH_RANKING",
+    ExpectingMutant("disclosure: source evidence in search", "backscroll/search/history_sql.py", "EXCLUDED_BEFORE_AUDIENCE",
                     "when not exists (select 1 from message_source_evidence e where e.message_id = r.id) then 'no_evidence'",
                     "when false then 'no_evidence'"),
     ExpectingMutant("disclosure: perspective re-derived through connectors", "backscroll/search/history_sql.py", "SEARCH_RANKING",
                     "and cn.agent_id = %(agent)s", ""),
-    ExpectingMutant("disclosure: loaded window excluded", "backscroll/search/history_sql.py", "SEARCH_RANKING",
+    ExpectingMutant("disclosure: loaded window excluded", "backscroll/search/history_sql.py", "EXCLUDED_BEFORE_AUDIENCE",
                     "when r.id = any(%(in_context)s::bigint[]) then 'already_in_context'",
                     "when false then 'already_in_context'"),
     ExpectingMutant("disclosure: neighbours pass the audience predicate", "backscroll/search/history_sql.py",
@@ -58,7 +64,7 @@ HISTORY_MUTANTS = [
     # The vector candidate list is a filtered index scan with its own copies of the predicates:
     # test_the_vector_list_is_produced_under_the_same_predicates (tests/semantic) kills each.
     ExpectingMutant("hybrid: vector list, perspective re-derived through connectors", "backscroll/search/history_sql.py",
-                    "VECTOR_ELIGIBLE", "and cn.agent_id = %(agent)s", ""),
+                    "PERSPECTIVE_FILTERS", "and cn.agent_id = %(agent)s", ""),
     ExpectingMutant("hybrid: vector list, loaded window excluded", "backscroll/search/history_sql.py", "VECTOR_ELIGIBLE",
                     "and not (m.id = any(%(in_context)s::bigint[]))", "and true"),
     ExpectingMutant("hybrid: vector list, source evidence", "backscroll/search/history_sql.py", "VECTOR_ELIGIBLE",
@@ -118,4 +124,27 @@ HISTORY_MUTANTS = [
                     "and l.verified_at is not null", "", named="unverified"),
     ExpectingMutant("disclosure: search's requester identities only through verified links", "backscroll/search/history_sql.py",
                     "RESOLVE_LINKED", "and l.verified_at is not null", "", named="unverified"),
+    ExpectingMutant("non-interference: search_history statistics over every audience", "backscroll/search/ranking.py",
+                    "SCOPES", " and audience_id = any(%(audiences)s::bigint[])", "",
+                    named="scores_do_not_move_with_dms", suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: every audience key receivable", "sql/0027_audience_statistics.sql",
+                    "backscroll_receivable_audiences",
+                    "and backscroll_disclosable(p_agent, a.sealed_conversation", "and (true or backscroll_disclosable(p_agent, a.sealed_conversation",
+                    suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: search_history candidates from every audience", "backscroll/search/history_sql.py",
+                    "SEARCH_LEXICAL", "and s.audience_id = any(%(audiences)s::bigint[])", "and true",
+                    suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: a room's title without the room's own check", "backscroll/search/history_sql.py",
+                    "HYDRATE", "case when r.disclosed then c.title end as title", "c.title as title",
+                    named="title", suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: requester_spoke over every message", "backscroll/search/history_sql.py",
+                    "SEARCH_RANKING", "and rs.audience_id = any(%(audiences)s::bigint[])", "and true",
+                    named="requester_spoke", suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: search_history coverage over the whole agent", "backscroll/search/hybrid.py",
+                    "COVERAGE_SOURCES", " and audience_id = any(%(audiences)s::bigint[])", "",
+                    named="coverage", suites=NONINTERFERENCE),
+    ExpectingMutant("non-interference: session statistics over the workspace", "backscroll/search/sessions.py",
+                    "def statistics_agents", "return list(scope.agent_ids)",
+                    "return [*scope.agent_ids, *scope.other_agent_ids]",
+                    named="session_search_scores", suites=NONINTERFERENCE),
 ]

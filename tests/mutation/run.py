@@ -43,7 +43,7 @@ SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py",
 
 
 def suites_for(mutant: Mutant) -> list[str]:
-    return SUITES_FOR.get(mutant.file, SUITES)
+    return list(getattr(mutant, "suites", ())) or SUITES_FOR.get(mutant.file, SUITES)
 
 
 def constant_region(source: str, constant: str, sql: bool = False) -> tuple[int, int]:
