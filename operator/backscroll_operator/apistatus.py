@@ -1,7 +1,9 @@
 """Reads the API's `GET /v1/status`: the operator's only view of mode and coverage.
 
-The operator never connects to the database: it asks the API, with an admin token (the route's
-requirement) taken from the Secret that `spec.api.statusTokenSecretRef` names.
+The operator never connects to the database: it asks the API with a `status` token, a credential
+that answers GET /v1/status and nothing else. By default it is the operator's own (generated into
+the Secret NAME-status-token and registered by a Job); `spec.api.statusTokenSecretRef` may name
+another `status` token (`backscroll tokens create --kind status`) instead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def read(url: str, token: str, timeout: float) -> dict:
         raise Unreadable(f"GET {url} failed: {exc.__class__.__name__}") from None
     if response.status_code in (401, 403):
         raise Unreadable(f"GET {url} refused the token ({response.status_code}): the status endpoint "
-                         f"needs an admin token (`backscroll tokens create --kind admin`)")
+                         f"needs a registered `status` token (`backscroll tokens create --kind status`)")
     if response.status_code != 200:
         raise Unreadable(f"GET {url} answered {response.status_code}")
     try:

@@ -24,7 +24,7 @@ class OperatorConfig(BaseSettings):
                     "running outside the cluster: a template with {namespace}, {name}, {service} and "
                     "{port}, e.g. http://127.0.0.1:8080/v1/status with `kubectl port-forward "
                     "svc/search-api 8080`. (Not `kubectl proxy`: it replaces the Authorization header "
-                    "that carries the admin token.)")
+                    "that carries the status token.)")
     namespaces: list[str] = Field(
         default_factory=list,
         description="Namespaces to watch (a JSON list); empty: every namespace.")

@@ -20,8 +20,9 @@ MODEL_ANNOTATION = f"{GROUP}/model"
 # were given. The rollout reads them back to know what serves now (rollout.py).
 EMBEDDINGS_ANNOTATION = f"{GROUP}/embeddings"
 IMAGE_ANNOTATION = f"{GROUP}/image"
-# On pod templates: a digest of the Secrets the pods read, so a rotated Secret rolls them.
-SECRETS_ANNOTATION = f"{GROUP}/secrets-checksum"
+# On pod templates: which version of each Secret the pods read (name, uid, resourceVersion), so a
+# rotated Secret rolls them. Never anything computed from a Secret's value (reconcile.check_secrets).
+SECRETS_ANNOTATION = f"{GROUP}/secrets-version"
 # On register Jobs: the uid of the token Secret they registered.
 TOKEN_ANNOTATION = f"{GROUP}/token-secret-uid"
 # The operator's finalizer, present only with spec.deletionPolicy: delete.

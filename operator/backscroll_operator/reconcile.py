@@ -10,7 +10,6 @@ is only ever changed or removed when its controller owner reference names this S
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import secrets
 from dataclasses import dataclass
@@ -112,7 +111,8 @@ def _data(secret: dict) -> dict:
 
 def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
     """Every Secret the pods need exists and has its keys; otherwise Blocked naming the field.
-    Returns a digest of their contents: in the pod templates, it rolls the pods when one rotates.
+    Returns which version of them the pods read (`secret_versions`): in the pod templates, it rolls
+    the pods when one rotates.
 
     Checked here so a platform team reads "secret X not found" on the SearchIndex instead of
     finding pods stuck in CreateContainerConfigError.
@@ -131,24 +131,41 @@ def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
     if emb is not None and emb.external is not None and emb.external.api_key_secret_ref is not None:
         ref = emb.external.api_key_secret_ref
         refs.append(("spec.embeddings.external.apiKeySecretRef", ref.name, [ref.key]))
-    # The embeddings server's Hub token: checked too, but not in the digest (the Backscroll pods
+    # The embeddings server's Hub token: checked too, but not in the versions (the Backscroll pods
     # do not read it, and its rotation must not roll them).
-    unhashed = []
+    unversioned = []
     if emb is not None and emb.in_cluster and emb.server is not None and emb.server.model_source.token_secret_ref:
         ref = emb.server.model_source.token_secret_ref
-        unhashed.append(("spec.embeddings.server.modelSource.tokenSecretRef", ref.name, [ref.key]))
-    digest = hashlib.sha256()
-    for field, name, keys in [*refs, *unhashed]:
-        secret = kube.get("secrets", owner.namespace, name)
+        unversioned.append(("spec.embeddings.server.modelSource.tokenSecretRef", ref.name, [ref.key]))
+    read: dict[str, dict] = {}
+    for field, name, keys in [*refs, *unversioned]:
+        secret = read[name] if name in read else kube.get("secrets", owner.namespace, name)
         if secret is None:
             raise Blocked("SecretMissing", field, f"secret {name} not found in namespace {owner.namespace}")
+        read[name] = secret
         data = _data(secret)
         for key in keys:
             if key not in data:
                 raise Blocked("SecretMissing", field, f"secret {name} has no key {key!r}")
-            if (field, name, keys) in refs:
-                digest.update(f"{name}/{key}={data[key]}\n".encode())
-    return digest.hexdigest()[:16]
+    return secret_versions([read[name] for name in dict.fromkeys(name for _, name, _ in refs)])
+
+
+def secret_versions(secrets_read: list[dict]) -> str:
+    """`NAME:UID:RESOURCEVERSION` of each Secret, comma-separated: what the pod templates carry.
+
+    Only the Secrets' metadata, never their values. A digest of the values (it was once an
+    unsalted, truncated sha256 of them) let anyone who can read Deployments test password guesses
+    offline; an HMAC would need a key the operator keeps and shares between its replicas. The
+    uid and resourceVersion change whenever the Secret is written (and a deleted and recreated
+    Secret has a new uid), so a rotation still rolls the pods. The price: a write that changes
+    only the Secret's metadata (a label, an annotation) rolls them too; a write that changes
+    nothing does not (the API server does not store it). docs/operator.md says so.
+    """
+    parts = []
+    for secret in secrets_read:
+        meta = secret.get("metadata") or {}
+        parts.append(f"{meta.get('name', '')}:{meta.get('uid', '')}:{meta.get('resourceVersion', '')}")
+    return ",".join(parts)
 
 
 def status_token(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> tuple[dict | None, str | None]:
@@ -216,7 +233,7 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     """`remembered`: the status' rollout block of the last pass (previousModel, catchUpOwed)."""
     remembered = remembered or {}
     previous = remembered.get("previousModel")
-    checksum = check_secrets(kube, owner, spec)
+    versions = check_secrets(kube, owner, spec)
     token_secret, given_token = status_token(kube, owner, spec)
 
     migration = builders.migration_job(owner, spec)
@@ -278,7 +295,7 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     plan = rollout.plan(spec, seen)
 
     live: dict[str, dict] = {}
-    for resource, name, manifest in builders.desired(owner, spec, plan, checksum):
+    for resource, name, manifest in builders.desired(owner, spec, plan, versions):
         if manifest is None:
             remove(kube, owner, resource, name)
         else:

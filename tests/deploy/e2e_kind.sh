@@ -15,8 +15,8 @@ kind load docker-image --name "$KIND_CLUSTER" "backscroll:$VERSION" "backscroll-
 kubectl -n "$NS" rollout status statefulset/backscroll-postgresql --timeout=180s
 kubectl -n "$NS" wait --for=condition=MigrationsApplied searchindex/search --timeout=300s
 kubectl -n "$NS" rollout status deploy/search-api --timeout=180s
-token=$(kubectl -n "$NS" exec deploy/search-api -- backscroll tokens create --kind admin --name operator | tail -1)
-kubectl -n "$NS" create secret generic backscroll-status-token --from-literal=token="$token"
+# The operator reads the status with its own `status` token; this one is the test's, for the curl below.
+token=$(kubectl -n "$NS" exec deploy/search-api -- backscroll tokens create --kind status --name e2e-status | tail -1)
 kubectl -n "$NS" wait --for=condition=Ready searchindex/search --timeout=300s
 kubectl -n "$NS" port-forward svc/search-api 18080:8080 >/dev/null &
 sleep 3

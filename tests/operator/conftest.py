@@ -26,7 +26,7 @@ from backscroll_operator.handlers import register
 from .emulator import GROUP, PLURAL, VERSION, Cluster
 
 NS = "default"
-TOKEN = "bks_admin_test"
+TOKEN = "bks_status_test"
 PATHS = {
     "searchindexes": f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}",
     "deployments": f"/apis/apps/v1/namespaces/{NS}/deployments",
@@ -95,7 +95,7 @@ class Api:
 
 
 class StatusServer:
-    """Stands in for the Backscroll API's GET /v1/status (admin token required, as there)."""
+    """Stands in for the Backscroll API's GET /v1/status (a registered token required, as there)."""
 
     def __init__(self):
         self.reports: dict[str, dict] = {}   # SearchIndex name -> the JSON to answer

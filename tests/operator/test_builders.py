@@ -287,12 +287,12 @@ def test_replicas_left_to_an_autoscaler_are_not_in_the_manifest():
     assert "replicas" not in worker(spec)["spec"]
 
 
-def test_a_secret_checksum_rolls_the_pods_and_nothing_else():
+def test_a_secret_version_rolls_the_pods_and_nothing_else():
     spec = parse(IN_CLUSTER)
-    one = builders.api_deployment(OWNER, spec, steady(spec), "aaaa")
-    two = builders.api_deployment(OWNER, spec, steady(spec), "bbbb")
+    one = builders.api_deployment(OWNER, spec, steady(spec), "db:uid-1:7")
+    two = builders.api_deployment(OWNER, spec, steady(spec), "db:uid-1:8")
     annotations = two["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["search.backscroll.dev/secrets-checksum"] == "bbbb"
+    assert annotations["search.backscroll.dev/secrets-version"] == "db:uid-1:8"
     strip = [dict(m, metadata={}, spec={**m["spec"], "template": {**m["spec"]["template"], "metadata": {}}})
              for m in (one, two)]
     assert strip[0] == strip[1], "only the pod template's annotation differs"
@@ -362,8 +362,10 @@ def test_a_missing_hub_token_secret_blocks_with_its_field_and_does_not_roll_the_
 
     spec = parse({**IN_CLUSTER, "embeddings": {**IN_CLUSTER["embeddings"], "server": {
         "modelSource": {"tokenSecretRef": {"name": "hf", "key": "token"}}}}})
-    db = {"data": {"uri": "eA=="}}
+    db = {"metadata": {"name": "db", "uid": "u-db", "resourceVersion": "5"}, "data": {"uri": "eA=="}}
     with pytest.raises(Blocked, match="spec.embeddings.server.modelSource.tokenSecretRef"):
         check_secrets(Secrets(db=db), OWNER, spec)
-    one = check_secrets(Secrets(db=db, hf={"data": {"token": "YQ=="}}), OWNER, spec)
-    assert one == check_secrets(Secrets(db=db, hf={"data": {"token": "Yg=="}}), OWNER, spec)
+    hf = {"metadata": {"name": "hf", "uid": "u-hf", "resourceVersion": "6"}, "data": {"token": "YQ=="}}
+    one = check_secrets(Secrets(db=db, hf=hf), OWNER, spec)
+    rotated = {"metadata": {**hf["metadata"], "resourceVersion": "9"}, "data": {"token": "Yg=="}}
+    assert one == check_secrets(Secrets(db=db, hf=rotated), OWNER, spec) == "db:u-db:5"

@@ -254,7 +254,7 @@ def test_the_documented_way_out_of_a_purge_finalizer(kubectl, api, operator, sta
 
 def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_pods(kubectl, api, operator,
                                                                                  status_server):
-    checksum = '{.spec.template.metadata.annotations.search\\.backscroll\\.dev/secrets-checksum}'
+    versions = '{.spec.template.metadata.annotations.search\\.backscroll\\.dev/secrets-version}'
     with operator():
         kubectl("apply", "-f", str(SAMPLES / "searchindex-cnpg.yaml"))
         eventually(lambda: jsonpath(kubectl, "sidx/search", '{.status.conditions[?(@.type=="Ready")].reason}')
@@ -270,13 +270,13 @@ def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_po
         assert env["BACKSCROLL_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "backscroll-pg-app", "key": "uri"}
         assert env["BACKSCROLL_DATABASE_READ_URL"]["value"].startswith(
             "postgresql://$(BACKSCROLL_CNPG_USER)@backscroll-pg-ro.default.svc:5432/")
-        before = jsonpath(kubectl, "deploy/search-api", checksum)
+        before = jsonpath(kubectl, "deploy/search-api", versions)
         assert before
         secret(kubectl, "backscroll-pg-app", uri="postgresql://backscroll:pw2@backscroll-pg-rw:5432/backscroll",
                username="backscroll", password="pw2", dbname="backscroll")
-        eventually(lambda: jsonpath(kubectl, "deploy/search-api", checksum) not in ("", before))
-        eventually(lambda: jsonpath(kubectl, "deploy/search-worker", checksum) ==
-                   jsonpath(kubectl, "deploy/search-api", checksum))
+        eventually(lambda: jsonpath(kubectl, "deploy/search-api", versions) not in ("", before))
+        eventually(lambda: jsonpath(kubectl, "deploy/search-worker", versions) ==
+                   jsonpath(kubectl, "deploy/search-api", versions))
 
 
 def console_blocks(path: Path) -> list[tuple[list[str], list[str]]]:

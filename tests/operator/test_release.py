@@ -26,8 +26,8 @@ SPEC = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}},
 def _deployments(raw: dict) -> dict[str, dict]:
     spec = parse(raw)
     plan = rollout.plan(spec, rollout.Observed(migrated=True, backfilled=frozenset([spec.embeddings.model])))
-    return {"api": builders.api_deployment(OWNER, spec, plan, "checksum-1"),
-            "worker": builders.worker_deployment(OWNER, spec, plan, "checksum-1"),
+    return {"api": builders.api_deployment(OWNER, spec, plan, "db:uid-1:1"),
+            "worker": builders.worker_deployment(OWNER, spec, plan, "db:uid-1:1"),
             "embeddings": builders.embeddings_deployment(OWNER, spec, spec.embeddings)}
 
 

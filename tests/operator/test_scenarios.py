@@ -113,8 +113,8 @@ def test_ready_and_hybrid_with_full_coverage(api, operator, status_server):
         kinds = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
         assert kinds == {"MigrationsApplied": ("True", "Succeeded"), "EmbeddingsAvailable": ("True", "Available"),
                          "BackfillComplete": ("True", "Complete"), "Ready": ("True", "Ready")}
-        # The operator read the status with the admin token from the Secret.
-        assert status_server.seen_tokens and set(status_server.seen_tokens) == {"Bearer bks_admin_test"}
+        # The operator read the status with the status token from the Secret.
+        assert status_server.seen_tokens and set(status_server.seen_tokens) == {"Bearer bks_status_test"}
         events = eventually(lambda: [e for e in api.events("search") if e["reason"] == "Ready"])
         assert events[0]["type"] == "Normal" and "hybrid" in events[0]["message"]
 
@@ -396,6 +396,6 @@ def test_without_a_status_token_children_run_but_ready_says_why(api, operator, s
         assert "not-yet" in ready["message"] and "spec.api.statusTokenSecretRef" in ready["message"]
         assert status_server.seen_tokens == []
         status_server.reports["search"] = report("lexical")
-        api.secret("not-yet", token="bks_admin_test")
+        api.secret("not-yet", token="bks_status_test")
         eventually(lambda: condition(api, "search", "Ready")["status"] == "True")
         assert api.get("searchindexes", "search")["status"]["mode"] == "lexical"

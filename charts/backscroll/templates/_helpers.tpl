@@ -49,6 +49,21 @@ app.kubernetes.io/component: operator
 {{- end }}
 
 {{/*
+The namespaces the operator watches, as a JSON list: operator.watchNamespaces, or the release
+namespace alone; `[]` with operator.clusterWide (every namespace). Read it with fromJsonArray.
+*/}}
+{{- define "backscroll.watchNamespaces" -}}
+{{- if .Values.operator.clusterWide }}
+{{- if .Values.operator.watchNamespaces }}
+{{- fail "operator.clusterWide watches every namespace: leave operator.watchNamespaces empty" }}
+{{- end }}
+{{- list | toJson }}
+{{- else }}
+{{- default (list .Release.Namespace) .Values.operator.watchNamespaces | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
 What the operator does inside the namespaces it watches, and nothing more. tests/deploy/test_rbac.py
 compares these rules with the calls the operator's code makes (its own client, recorded) plus
 kopf's (watching the SearchIndexes, its annotations and finalizer, status, Events).
@@ -89,8 +104,9 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
-# Read: that the pods' Secrets exist (and their digest, which rolls the pods on rotation);
-# create: the operator's own status token Secret. Never updated, never listed.
+# Read: that the pods' Secrets exist with their keys (their resourceVersion rolls the pods on
+# rotation; nothing computed from a value is written anywhere); create: the operator's own status
+# token Secret. Never updated, never listed.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]
