@@ -133,7 +133,7 @@ HISTORY_MUTANTS = [
                     suites=NONINTERFERENCE),
     ExpectingMutant("non-interference: search_history candidates from every audience", "backscroll/search/history_sql.py",
                     "SEARCH_LEXICAL", "and s.audience_id = any(%(audiences)s::bigint[])", "and true",
-                    suites=NONINTERFERENCE),
+                    named="candidate_pool", suites=NONINTERFERENCE),
     ExpectingMutant("non-interference: a room's title without the room's own check", "backscroll/search/history_sql.py",
                     "HYDRATE", "case when r.disclosed then c.title end as title", "c.title as title",
                     named="title", suites=NONINTERFERENCE),
