@@ -60,25 +60,39 @@ begin
 end $$;
 
 -- The audience keys a destination may receive in one agent's perspective: the one predicate
--- (backscroll_disclosable), applied to the keys. An index-friendly superset narrows the keys
--- first (public ones, the destination's namespace, its own sealed conversation, and the
--- single-reader keys its reader is linked from); the verdict is the predicate's.
+-- (backscroll_disclosable), applied to the keys. Each arm of the union below reads an index and
+-- together they hold every key the predicate can admit (public ones; workspace ones of the
+-- destination's namespace; keys of that namespace whose readers hold all the destination's; the
+-- destination's own sealed conversation; the single-reader keys its reader is verifiably linked
+-- from), so the predicate runs on a few rows, not on every DM of the namespace; the verdict is
+-- the predicate's.
 create function backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint,
                                                 d_kind audience_kind, d_namespace text, d_readers text[])
 returns bigint[]
 language sql stable parallel safe as $$
     select coalesce(array_agg(a.id order by a.id), '{}')
       from search_audiences a
-     where a.workspace_id = p_ws
-       and (a.kind = 'public' or a.namespace = d_namespace or a.sealed_conversation = d_conversation
-            or (a.kind = 'members' and cardinality(a.readers) = 1
-                and (a.namespace, a.readers[1]) in (
-                    select li.namespace, li.external_id
-                      from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
-                     where d_kind = 'members' and cardinality(d_readers) = 1)))
+     where a.id in (
+            select id from search_audiences where workspace_id = p_ws and kind = 'public'
+            union
+            select id from search_audiences where workspace_id = p_ws and kind = 'workspace'
+                                             and namespace = d_namespace
+            union
+            select id from search_audiences where workspace_id = p_ws and readers @> d_readers
+                                             and cardinality(d_readers) > 0 and namespace = d_namespace
+            union
+            select id from search_audiences where sealed_conversation = d_conversation
+            union
+            select a2.id
+              from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
+              join search_audiences a2 on a2.workspace_id = p_ws and a2.kind = 'members'
+                                      and a2.namespace = li.namespace and a2.readers = array[li.external_id]
+             where d_kind = 'members' and cardinality(d_readers) = 1)
        and backscroll_disclosable(p_agent, a.sealed_conversation, a.kind, a.namespace, a.readers,
                                   d_conversation, d_kind, d_namespace, d_readers)
 $$;
+create index search_audiences_readers on search_audiences using gin (readers);
+create index search_audiences_sealed on search_audiences (sealed_conversation) where sealed_conversation is not null;
 
 -- 2. Every document's audience key.
 alter table message_search add column audience_id bigint;

@@ -242,11 +242,15 @@ matched as materialized (
        and (%(since)s::timestamptz is null or s.created_at >= %(since)s)
        and not (s.audience_id = any(%(audiences)s::bigint[]))
 ),
+-- Each match tested on its own (the fenced lateral): the planner, misjudging how few the
+-- matches are, would otherwise read every message of the agent's conversations to join them.
 hidden as (
-    select s.message_id as id
+    select y.id
       from matched x
-      join <<VECTOR_FROM>> on s.message_id = x.message_id
-     where <<PERSPECTIVE_FILTERS>>
+      cross join lateral (select s.message_id as id
+                            from <<VECTOR_FROM>>
+                           where s.message_id = x.message_id and <<PERSPECTIVE_FILTERS>>
+                          offset 0) y
      limit %(ceiling)s
 )
 select case <<EXCLUDED_BEFORE_AUDIENCE>> else 'audience' end as outcome, count(*) as n

@@ -102,6 +102,9 @@ def time_for_two_passes() -> None:
 def test_ready_and_hybrid_with_full_coverage(api, operator, status_server):
     with operator():
         bring_up(api, status_server)
+        # The rollout's phase follows the backfill Job's completion, which a loaded machine can
+        # deliver one pass after the status report that made the index Ready: wait for the settled state.
+        eventually(lambda: api.get("searchindexes", "search")["status"].get("rollout", {}).get("phase") == "Complete")
         body = api.get("searchindexes", "search")
         status = body["status"]
         assert status["mode"] == "hybrid"

@@ -196,6 +196,32 @@ def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeyp
     assert_not_disclosed(result, foreign, "another agent's conversation")
 
 
+@privacy
+@pytest.mark.parametrize("shape", ["exact", "hnsw"])
+def test_the_vector_list_keeps_a_row_with_an_empty_reader_set_in_its_own_conversation(town, e5, monkeypatch, shape):
+    """A row stored with an external audience and no readers (sealed to its own conversation,
+    migration 0018) says the query word for word in another external conversation of the same
+    namespace: the vector list (whose audience test is its own, beside the audience keys that
+    narrow the lexical pool) must not take it for the destination's own."""
+    settings, gateway = e5
+    if shape != "exact":
+        settings = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+    w = town.w
+    query = "Acme migration moves Friday night"
+    shared = w.conversation(WS, AGENT, "C-shared", "shared", creator="U_B", connector=SLACK,
+                            audience={"kind": "external", "readers": ["U_B"]})
+    legacy = w.conversation(WS, AGENT, "C-legacy", "legacy", creator="U_A", connector=SLACK,
+                            audience={"kind": "external", "readers": ["U_A"]})
+    sealed = w.message(WS, legacy, query, speaker="U_A", minute=21)
+    w.conn.execute("update messages set audience_readers = '{}' where id = %s", (sealed,))
+    monkeypatch.setattr(hybrid, "VECTOR_K", 1)
+    result = ask(town, shared, "U_B", query, settings, gateway)
+    assert_not_disclosed(result, sealed, "a sealed row of another conversation")
+    # Its own conversation still finds it.
+    own = ask(town, legacy, "U_A", query, settings, gateway)
+    assert sealed in hit_ids(own), own
+
+
 def _other_model_rows(w: World, model: str = FAKE_MODEL, dims: int = FAKE_DIMS) -> None:
     register_model(w.url, model, dims)
     rng = random.Random(7)

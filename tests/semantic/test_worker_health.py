@@ -173,6 +173,9 @@ def test_the_worker_waits_for_the_migration_job_then_works(empty_db_url, fake):
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert err.count("waiting for migrations (schema") == 1, err  # once, however many polls
+    # Once per schema version seen, however many polls: a poll that lands while the migration Job
+    # is half way through (a busy machine) sees one more version, and says so once too.
+    waits = [line.partition("worker: ")[2] for line in err.splitlines() if "waiting for migrations (schema" in line]
+    assert waits and len(waits) == len(set(waits)), err
     assert f"worker: waiting for migrations (schema 0, want {LATEST})" in err
     assert "2 embedded" in err
