@@ -745,7 +745,8 @@ AS $function$
             select id from search_audiences where workspace_id = p_ws and readers @> d_readers
                                              and cardinality(d_readers) > 0 and namespace = d_namespace
             union
-            select id from search_audiences where sealed_conversation = d_conversation
+            select id from search_audiences where sealed_conversation is not null and workspace_id = p_ws
+                                             and namespace = d_namespace
             union
             select a2.id
               from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
@@ -918,7 +919,7 @@ CREATE INDEX messages_conversation ON public.messages USING btree (conversation_
 CREATE INDEX messages_language_pending ON public.messages USING btree (id) WHERE (language IS NULL);
 CREATE INDEX messages_speaker ON public.messages USING btree (speaker_actor_id, conversation_id);
 CREATE INDEX search_audiences_readers ON public.search_audiences USING gin (readers);
-CREATE INDEX search_audiences_sealed ON public.search_audiences USING btree (sealed_conversation) WHERE (sealed_conversation IS NOT NULL);
+CREATE INDEX search_audiences_sealed ON public.search_audiences USING btree (workspace_id, namespace) WHERE (sealed_conversation IS NOT NULL);
 CREATE INDEX search_audit_turn ON public.search_audit USING btree (turn_id);
 CREATE INDEX search_doc_deltas_agent ON public.search_doc_deltas USING btree (agent_id);
 CREATE INDEX search_term_deltas_lookup ON public.search_term_deltas USING btree (agent_id, lexeme);

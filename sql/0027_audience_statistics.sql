@@ -63,8 +63,8 @@ end $$;
 -- (backscroll_disclosable), applied to the keys. Each arm of the union below reads an index and
 -- together they hold every key the predicate can admit (public ones; workspace ones of the
 -- destination's namespace; keys of that namespace whose readers hold all the destination's; the
--- destination's own sealed conversation; the single-reader keys its reader is verifiably linked
--- from), so the predicate runs on a few rows, not on every DM of the namespace; the verdict is
+-- sealed keys of that namespace, whose conversation the predicate checks; the single-reader keys
+-- its reader is verifiably linked from), so the predicate runs on a few rows, not on every DM of the namespace; the verdict is
 -- the predicate's.
 create function backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint,
                                                 d_kind audience_kind, d_namespace text, d_readers text[])
@@ -81,7 +81,8 @@ language sql stable parallel safe as $$
             select id from search_audiences where workspace_id = p_ws and readers @> d_readers
                                              and cardinality(d_readers) > 0 and namespace = d_namespace
             union
-            select id from search_audiences where sealed_conversation = d_conversation
+            select id from search_audiences where sealed_conversation is not null and workspace_id = p_ws
+                                             and namespace = d_namespace
             union
             select a2.id
               from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
@@ -92,7 +93,7 @@ language sql stable parallel safe as $$
                                   d_conversation, d_kind, d_namespace, d_readers)
 $$;
 create index search_audiences_readers on search_audiences using gin (readers);
-create index search_audiences_sealed on search_audiences (sealed_conversation) where sealed_conversation is not null;
+create index search_audiences_sealed on search_audiences (workspace_id, namespace) where sealed_conversation is not null;
 
 -- 2. Every document's audience key.
 alter table message_search add column audience_id bigint;

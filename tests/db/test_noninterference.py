@@ -388,15 +388,20 @@ class Writer:
         self.pending = sorted(zip(positions, range(len(ops)), ops), key=lambda t: (t[0], t[1]))
 
     def run_due(self, position: float) -> None:
-        """Write the pending hidden rows due by this position whose rows they name exist."""
-        still = []
-        for entry in self.pending:
-            due, _, op = entry
-            if due <= position and self.ready(op):
-                self.apply(op, hidden=True)
-            else:
-                still.append(entry)
-        self.pending = still
+        """Write the pending hidden rows due by this position whose rows they name exist, until
+        none is left that can be (a row may name one written later in the same pass)."""
+        progress = True
+        while progress:
+            progress = False
+            still = []
+            for entry in self.pending:
+                due, _, op = entry
+                if due <= position and self.ready(op):
+                    self.apply(op, hidden=True)
+                    progress = True
+                else:
+                    still.append(entry)
+            self.pending = still
 
 
 # ---------------------------------------------------------------------------------------------

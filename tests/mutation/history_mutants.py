@@ -117,9 +117,14 @@ HISTORY_MUTANTS = [
                     named="shared_channel"),
     ExpectingMutant("fail closed: a sealed row reaches other conversations", FAIL_CLOSED, "backscroll_sealed_allows",
                     "and o_conversation = d_conversation", "", named="empty"),
-    ExpectingMutant("fail closed: search takes every sealed row for the destination's own", "backscroll/search/history_sql.py",
-                    "DESTINATION_ALLOWS", "backscroll_sealed_allows(m.conversation_id",
-                    "backscroll_sealed_allows(%(d_conversation)s::bigint", named="empty"),
+    # Search's candidates come from the audience keys the destination may receive (migration
+    # 0027): a sealed key is receivable only in its own conversation. (DESTINATION_ALLOWS checks
+    # the same again for the vector list and the classification; weakening it there alone changes
+    # no answer, so it is not a mutant of its own.)
+    ExpectingMutant("fail closed: search takes every sealed row for the destination's own",
+                    "sql/0027_audience_statistics.sql", "backscroll_receivable_audiences",
+                    "and backscroll_disclosable(p_agent, a.sealed_conversation",
+                    "and backscroll_disclosable(p_agent, d_conversation", named="empty"),
     ExpectingMutant("fail closed: the recheck takes every sealed row for the destination's own",
                     "backscroll/search/turns.py", "RECHECK_ROWS",
                     "backscroll_disclosable(%(agent)s, m.conversation_id",

@@ -39,7 +39,7 @@ SUITES_FOR = {
 }
 SUITES_FOR["backscroll/search/turns.py"] = SUITES_FOR["sql/0004_disclosure.sql"] = SUITES_FOR["backscroll/search/history_sql.py"]
 for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql", "sql/0018_fail_closed.sql",
-             "sql/0028_external_into_members.sql"):
+             "sql/0027_audience_statistics.sql", "sql/0028_external_into_members.sql"):
     SUITES_FOR[_sql] = SUITES_FOR["backscroll/search/history_sql.py"]
 SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py", "tests/api/test_read_replica.py"]
 
