@@ -124,7 +124,7 @@ HISTORY_MUTANTS = [
     ExpectingMutant("fail closed: search takes every sealed row for the destination's own",
                     "sql/0027_audience_statistics.sql", "backscroll_receivable_audiences",
                     "and backscroll_disclosable(p_agent, a.sealed_conversation",
-                    "and backscroll_disclosable(p_agent, d_conversation", named="empty"),
+                    "and backscroll_disclosable(p_agent, d_conversation", named="sound_and_complete"),
     ExpectingMutant("fail closed: the recheck takes every sealed row for the destination's own",
                     "backscroll/search/turns.py", "RECHECK_ROWS",
                     "backscroll_disclosable(%(agent)s, m.conversation_id",
