@@ -734,27 +734,22 @@ CREATE OR REPLACE FUNCTION public.backscroll_receivable_audiences(p_ws bigint, p
  LANGUAGE sql
  STABLE PARALLEL SAFE
 AS $function$
+    with linked as materialized (
+        select li.namespace, li.external_id
+          from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
+         where d_kind = 'members' and cardinality(d_readers) = 1
+    )
     select coalesce(array_agg(a.id order by a.id), '{}')
       from search_audiences a
-     where a.id in (
-            select id from search_audiences where workspace_id = p_ws and kind = 'public'
-            union
-            select id from search_audiences where workspace_id = p_ws and kind = 'workspace'
-                                             and namespace = d_namespace
-            union
-            select id from search_audiences where workspace_id = p_ws and readers @> d_readers
-                                             and cardinality(d_readers) > 0 and namespace = d_namespace
-            union
-            select id from search_audiences where sealed_conversation is not null and workspace_id = p_ws
-                                             and namespace = d_namespace
-            union
-            select a2.id
-              from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
-              join search_audiences a2 on a2.workspace_id = p_ws and a2.kind = 'members'
-                                      and a2.namespace = li.namespace and a2.readers = array[li.external_id]
-             where d_kind = 'members' and cardinality(d_readers) = 1)
-       and backscroll_disclosable(p_agent, a.sealed_conversation, a.kind, a.namespace, a.readers,
-                                  d_conversation, d_kind, d_namespace, d_readers)
+     where a.workspace_id = p_ws
+       and a.id in (select audience_id from search_audience_doc_stats where agent_id = p_agent
+                    union
+                    select audience_id from search_doc_deltas where agent_id = p_agent and audience_id is not null)
+       and (backscroll_audience_allows(a.kind, a.namespace, a.readers, d_kind, d_namespace, d_readers)
+            or (a.kind = 'members' and cardinality(a.readers) = 1
+                and (a.namespace, a.readers[1]) in (select l.namespace, l.external_id from linked l))
+            or backscroll_sealed_allows(a.sealed_conversation, a.kind, a.namespace, a.readers,
+                                        d_conversation, d_kind, d_namespace))
 $function$;
 
 -- backscroll_recompute_conversations()
@@ -918,8 +913,6 @@ CREATE INDEX message_search_workspace_recent ON public.message_search USING btre
 CREATE INDEX messages_conversation ON public.messages USING btree (conversation_id, created_at, id);
 CREATE INDEX messages_language_pending ON public.messages USING btree (id) WHERE (language IS NULL);
 CREATE INDEX messages_speaker ON public.messages USING btree (speaker_actor_id, conversation_id);
-CREATE INDEX search_audiences_readers ON public.search_audiences USING gin (readers);
-CREATE INDEX search_audiences_sealed ON public.search_audiences USING btree (workspace_id, namespace) WHERE (sealed_conversation IS NOT NULL);
 CREATE INDEX search_audit_turn ON public.search_audit USING btree (turn_id);
 CREATE INDEX search_doc_deltas_agent ON public.search_doc_deltas USING btree (agent_id);
 CREATE INDEX search_term_deltas_lookup ON public.search_term_deltas USING btree (agent_id, lexeme);

@@ -59,42 +59,6 @@ begin
     return found;
 end $$;
 
--- The audience keys a destination may receive in one agent's perspective: the one predicate
--- (backscroll_disclosable), applied to the keys. Each arm of the union below reads an index and
--- together they hold every key the predicate can admit (public ones; workspace ones of the
--- destination's namespace; keys of that namespace whose readers hold all the destination's; the
--- sealed keys of that namespace, whose conversation the predicate checks; the single-reader keys
--- its reader is verifiably linked from), so the predicate runs on a few rows, not on every DM of the namespace; the verdict is
--- the predicate's.
-create function backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint,
-                                                d_kind audience_kind, d_namespace text, d_readers text[])
-returns bigint[]
-language sql stable parallel safe as $$
-    select coalesce(array_agg(a.id order by a.id), '{}')
-      from search_audiences a
-     where a.id in (
-            select id from search_audiences where workspace_id = p_ws and kind = 'public'
-            union
-            select id from search_audiences where workspace_id = p_ws and kind = 'workspace'
-                                             and namespace = d_namespace
-            union
-            select id from search_audiences where workspace_id = p_ws and readers @> d_readers
-                                             and cardinality(d_readers) > 0 and namespace = d_namespace
-            union
-            select id from search_audiences where sealed_conversation is not null and workspace_id = p_ws
-                                             and namespace = d_namespace
-            union
-            select a2.id
-              from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
-              join search_audiences a2 on a2.workspace_id = p_ws and a2.kind = 'members'
-                                      and a2.namespace = li.namespace and a2.readers = array[li.external_id]
-             where d_kind = 'members' and cardinality(d_readers) = 1)
-       and backscroll_disclosable(p_agent, a.sealed_conversation, a.kind, a.namespace, a.readers,
-                                  d_conversation, d_kind, d_namespace, d_readers)
-$$;
-create index search_audiences_readers on search_audiences using gin (readers);
-create index search_audiences_sealed on search_audiences (workspace_id, namespace) where sealed_conversation is not null;
-
 -- 2. Every document's audience key.
 alter table message_search add column audience_id bigint;
 -- The fill changes no document: the statement-level counting trigger would compare every row.
@@ -148,6 +112,34 @@ select s.agent_id, s.audience_id, e.model, count(*)
 alter table search_term_deltas add column audience_id bigint;
 alter table search_doc_deltas add column audience_id bigint;
 alter table embedding_coverage_deltas add column audience_id bigint;
+
+-- The audience keys a destination may receive in one agent's perspective: the keys the agent's
+-- documents carry, judged by the audience predicate, identity-aware, or the sealed rule, as
+-- backscroll_disclosable judges a row. The destination reader's linked identities are resolved
+-- once (as the search statements' DESTINATION_ALLOWS does) instead of once per key, so judging
+-- an agent's thousand keys costs about a millisecond. Nothing narrows the keys but the agent and
+-- the rule itself: weaken the predicate and the keys widen with it.
+create function backscroll_receivable_audiences(p_ws bigint, p_agent bigint, d_conversation bigint,
+                                                d_kind audience_kind, d_namespace text, d_readers text[])
+returns bigint[]
+language sql stable parallel safe as $$
+    with linked as materialized (
+        select li.namespace, li.external_id
+          from backscroll_linked_identities(p_agent, d_namespace, d_readers[1]) li
+         where d_kind = 'members' and cardinality(d_readers) = 1
+    )
+    select coalesce(array_agg(a.id order by a.id), '{}')
+      from search_audiences a
+     where a.workspace_id = p_ws
+       and a.id in (select audience_id from search_audience_doc_stats where agent_id = p_agent
+                    union
+                    select audience_id from search_doc_deltas where agent_id = p_agent and audience_id is not null)
+       and (backscroll_audience_allows(a.kind, a.namespace, a.readers, d_kind, d_namespace, d_readers)
+            or (a.kind = 'members' and cardinality(a.readers) = 1
+                and (a.namespace, a.readers[1]) in (select l.namespace, l.external_id from linked l))
+            or backscroll_sealed_allows(a.sealed_conversation, a.kind, a.namespace, a.readers,
+                                        d_conversation, d_kind, d_namespace))
+$$;
 
 -- 4. Writers name the audience in every delta.
 create or replace function backscroll_count_inserted() returns trigger
