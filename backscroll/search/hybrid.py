@@ -33,6 +33,7 @@ from ..embeddings import gateway as gateway_module
 from ..embeddings.gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
 from ..embeddings.vectors import Model, ModelNotRegistered, get_model
 from ..embeddings.vectors import coverage as coverage_ratio
+from . import ranking
 from .sqltext import compose
 
 RRF_K = 60
@@ -272,12 +273,8 @@ def with_coverage(qv: QueryVector, embedded: int, total: int) -> QueryVector:
 # the `audiences` scope (search_history: the audiences its destination may receive, migration
 # 0027) only those audiences' messages count, so the figure a caller reads moves with nothing
 # it may not see.
-COVERAGE_SOURCES = {
-    "agents": {"DOC_STATS": "search_doc_stats", "COVERAGE_STATS": "embedding_coverage_stats",
-               "IN_SCOPE": "agent_id = any(%(agents)s::bigint[])"},
-    "audiences": {"DOC_STATS": "search_audience_doc_stats", "COVERAGE_STATS": "embedding_audience_coverage_stats",
-                  "IN_SCOPE": "agent_id = any(%(agents)s::bigint[]) and audience_id = any(%(audiences)s::bigint[])"},
-}
+# The documents' tables and the scope's condition are the statistics' (ranking.SCOPES).
+COVERAGE_STATS = {"agents": "embedding_coverage_stats", "audiences": "embedding_audience_coverage_stats"}
 
 
 def scope_coverage_sql(scope: str) -> str:
@@ -292,10 +289,11 @@ select (select coalesce(sum(indexable), 0)
                 union all
                 select embedded from embedding_coverage_deltas
                  where <<IN_SCOPE>> and model = %(model)s) e)::bigint as embedded
-""", **COVERAGE_SOURCES[scope])
+""", DOC_STATS=ranking.SCOPES[scope]["DOC_STATS"], IN_SCOPE=ranking.SCOPES[scope]["IN_SCOPE"],
+       COVERAGE_STATS=COVERAGE_STATS[scope])
 
 
-SCOPE_COVERAGE = {scope: scope_coverage_sql(scope) for scope in COVERAGE_SOURCES}
+SCOPE_COVERAGE = {scope: scope_coverage_sql(scope) for scope in ranking.SCOPES}
 
 
 def scope_coverage(conn: psycopg.Connection, model: str, agents: Sequence[int],
