@@ -1,0 +1,53 @@
+"""pytest fixtures for a real control plane (tests/cluster/controlplane.py).
+
+Another suite uses them by importing them into its conftest.py:
+
+    from tests.cluster.fixtures import control_plane, namespace  # noqa: F401
+
+`control_plane` (session scope) builds the pinned binaries (cached outside the repository; the
+first build on a machine takes many minutes, `make cluster-build` does it ahead) and starts
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok in the session's tmp folder
+on free ports; it stops them at the end of the session, and they also end when the test process
+dies. When the binaries cannot be built or the control plane does not come up, every test that
+asks for it fails (never skips). It yields a ControlPlane:
+
+    cp.kubeconfig                 admin kubeconfig (system:masters), a Path
+    cp.server, cp.ca, cp.admin_cert, cp.admin_key
+    cp.kubectl_path               the pinned kubectl
+    cp.kubectl("get", "nodes")    runs it as the admin; raises ControlPlaneError on failure
+    cp.request("GET", "/api/v1/nodes", token=None)   -> (status, body)
+    cp.service_account_kubeconfig(ns, name, create=True)  -> Path (TokenRequest token)
+
+`namespace` (function scope) is a fresh namespace for one test, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import pytest
+
+from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    cp = ControlPlane(tmp_path_factory.mktemp("cluster"), die_with_parent=True)
+    try:
+        cp.up()
+    except ControlPlaneError as e:
+        pytest.fail(f"the control plane did not start: {e}", pytrace=False)
+    try:
+        yield cp
+    finally:
+        cp.down()
+
+
+@pytest.fixture
+def namespace(control_plane, request) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(3)}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
