@@ -96,6 +96,21 @@ KIND_CLUSTER ?= backscroll-e2e
 e2e-kind: $(HELM) images ## With Docker and kind: cluster, images, chart, a SearchIndex, Ready, one search; then tear down
 	KIND_CLUSTER=$(KIND_CLUSTER) HELM=$(HELM) VERSION=$(VERSION) bash tests/deploy/e2e_kind.sh
 
+# --- a real control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok ------
+# Built from the Go modules pinned in tests/cluster/ (Kubernetes v1.37.2) into a cache outside the
+# repository (~/.cache/backscroll/cluster/<versions>-<hash>/bin, or $$BACKSCROLL_CLUSTER_CACHE);
+# started on 127.0.0.1 in $(CLUSTER_STATE)/. The kubectl it prints is the pinned one.
+CLUSTER_STATE ?= .cluster
+.PHONY: cluster-build cluster cluster-down
+cluster-build: ## Build the pinned control plane and kubectl (cached outside the repository; a cold build takes long)
+	bash tests/cluster/build.sh
+
+cluster: cluster-build ## Start a real control plane on 127.0.0.1 in .cluster/ and print the KUBECONFIG to use
+	$(PYTHON) -m tests.cluster.controlplane up --state $(CLUSTER_STATE)
+
+cluster-down: ## Stop what `make cluster` started, by pid (CLUSTER_PURGE=1 also deletes .cluster/)
+	$(PYTHON) -m tests.cluster.controlplane down --state $(CLUSTER_STATE) $(if $(CLUSTER_PURGE),--purge)
+
 bench: $(STAMP) ## Benchmark session search at 300,000 messages (prints a markdown table)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/bench_sessions.py
