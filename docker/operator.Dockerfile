@@ -2,9 +2,15 @@
 # The operator image: `backscroll-operator` (kopf). It carries the operator's own dependencies
 # only, not the service's (no embedded PostgreSQL, no embeddings model): the operator never
 # touches the database. Build: `make images`. Non-root, read-only root filesystem.
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
-# The OCI labels' values (org.opencontainers.image.*): `docker build --build-arg VERSION=...
-# --build-arg REVISION=$(git rev-parse HEAD)`; VERSION's default is pyproject.toml's version.
+# PYTHON_IMAGE, the base (a build argument): `make images` passes the Debian bookworm base that
+# docker/base/build-base.sh assembles from Debian's packages (localhost/backscroll-base:bookworm-…,
+# python3 3.11). The default is for `CONTAINER_BUILD=docker make images` where Docker Hub is
+# reachable: pinned to an exact tag, fully qualified; pin it by digest (…@sha256:…) where your
+# registry policy asks for it. Either base has python3 at /usr/bin or /usr/local/bin and
+# groupadd/useradd.
+ARG PYTHON_IMAGE=docker.io/library/python:3.11.13-slim-bookworm
+# The OCI labels' values (org.opencontainers.image.*): `make images` passes VERSION and
+# REVISION=$(git rev-parse HEAD); VERSION's default is pyproject.toml's version.
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/backscroll/backscroll
@@ -12,7 +18,7 @@ ARG SOURCE=https://github.com/backscroll/backscroll
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-RUN python -m venv /opt/backscroll
+RUN python3 -m venv /opt/backscroll
 # Every dependency from the lockfile (requirements/operator.in: what backscroll_operator imports),
 # each distribution checked against its sha256: the build resolves nothing.
 COPY requirements/operator.lock ./requirements/
@@ -21,9 +27,17 @@ COPY pyproject.toml README.md ./
 COPY backscroll ./backscroll
 COPY sql ./sql
 COPY operator ./operator
-# --no-deps: the package only; its dependencies are the lockfile's (not the service's).
+# --no-deps: the package only; its dependencies are the lockfile's (not the service's, so no
+# `pip check`: the distribution declares the service's). Then pip and setuptools leave the venv
+# (nothing runs them in the image), and so does the kubernetes client's asyncio twin,
+# kubernetes.aio (68 MB compiled): the operator uses kubernetes.config only (its credentials),
+# kopf speaks to the API with aiohttp, and nothing imports the twin; the checks below import what
+# is used.
 RUN /opt/backscroll/bin/pip install --no-deps --no-build-isolation . \
+ && /opt/backscroll/bin/python -m pip uninstall --yes --quiet pip setuptools \
+ && rm -rf /opt/backscroll/lib/python3*/site-packages/kubernetes/aio \
  && /opt/backscroll/bin/python -m compileall -q /opt/backscroll \
+ && /opt/backscroll/bin/python -c "import kubernetes.config, kubernetes.client, kopf._core.intents.piggybacking, backscroll_operator.main, backscroll_operator.kube" \
  && /opt/backscroll/bin/backscroll-operator --help >/dev/null
 
 FROM ${PYTHON_IMAGE}

@@ -121,8 +121,9 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 LOCKS = {"api": ROOT / "requirements/api.lock", "operator": ROOT / "requirements/operator.lock"}
 # What an image's lockfile is compiled from: its "# via" names these.
 SOURCES = {"api": "backscroll (pyproject.toml)", "operator": "-r requirements/operator.in"}
-# The image: CPython 3.11 on Linux (python:3.11.*-slim-bookworm).
-IMAGE_ENV = {"python_version": "3.11", "python_full_version": "3.11.13", "sys_platform": "linux",
+# The image: CPython 3.11 on Linux (Debian bookworm's python3, 3.11.2, on the base `make images`
+# assembles; python:3.11.13-slim-bookworm with CONTAINER_BUILD=docker).
+IMAGE_ENV = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
              "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
              "platform_python_implementation": "CPython", "platform_machine": "x86_64", "extra": ""}
 
