@@ -10,7 +10,7 @@ TOOLS := .tools
 HELM := $(TOOLS)/helm
 
 .PHONY: help install run serve migrate test browser-deps schema mutation operator operator-test bench bench-quality clean \
-	helm chart-sync deploy-test images e2e-kind
+	helm chart-sync deploy-test images image-deps images-clean e2e-kind
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make TARGET\n\n"} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,19 +82,35 @@ chart-sync: $(STAMP) ## Copy the CRD into the chart and regenerate values.schema
 deploy-test: $(STAMP) $(HELM) ## Validate the chart, kustomize trees, samples, RBAC and Dockerfiles offline
 	$(BIN)/python -m pytest -q tests/deploy tests/operator/test_crd.py
 
-# Images: `backscroll` (serve | worker | backfill | migrate) and `backscroll-operator`.
-# REGISTRY=registry.example.com/team make images  tags them for a registry (push is yours).
+# Images: `backscroll` (serve | worker | backfill | migrate) and `backscroll-operator`, named
+# $(REGISTRY)/backscroll:$(VERSION) and $(REGISTRY)/backscroll-operator:$(VERSION), fully qualified
+# as the chart and the kustomize base name them (push is yours). Built with buildah on a base
+# assembled from Debian bookworm packages (docker/base/build-base.sh), into the project's own
+# container storage under $${XDG_CACHE_HOME:-~/.cache}/backscroll/images (docker/containers/);
+# CONTAINER_BUILD=docker builds them with Docker on python:3.11.13-slim-bookworm instead.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
-REGISTRY ?=
-IMAGE_PREFIX := $(if $(REGISTRY),$(REGISTRY)/)
-images: ## Build both images with Docker (tags backscroll:VERSION, backscroll-operator:VERSION)
-	@docker info >/dev/null 2>&1 || { echo "make images needs a running Docker engine (docker info failed); none here" >&2; exit 1; }
-	docker build -f docker/api.Dockerfile -t $(IMAGE_PREFIX)backscroll:$(VERSION) .
-	docker build -f docker/operator.Dockerfile -t $(IMAGE_PREFIX)backscroll-operator:$(VERSION) .
+REGISTRY ?= ghcr.io/backscroll
+CONTAINER_BUILD ?= buildah
+# What the images need here: buildah and podman (and runc, which the project's containers.conf
+# names: crun fails on these machines' hybrid cgroups), debootstrap for the base.
+IMAGE_TOOLS := buildah podman runc debootstrap
+images: ## Build both images (buildah on a Debian base; CONTAINER_BUILD=docker for Docker); REGISTRY=ghcr.io/backscroll
+	REGISTRY=$(REGISTRY) VERSION=$(VERSION) CONTAINER_BUILD=$(CONTAINER_BUILD) docker/build-images.sh
+
+image-deps: ## Install buildah, podman, runc and debootstrap from Debian for make images and tests/images (nothing to do when present)
+	@missing=$$(for tool in $(IMAGE_TOOLS); do command -v $$tool >/dev/null || echo $$tool; done); \
+	if [ -z "$$missing" ]; then echo "image-deps: $(IMAGE_TOOLS) are installed"; else \
+		echo "image-deps: installing $$missing" && $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(IMAGE_TOOLS); fi
+
+images-clean: ## Forget the built images, their layers and the cached Debian base (the next make images starts cold)
+	@. docker/containers/env.sh && { podman rmi --all --force >/dev/null 2>&1 || true; } && \
+		rm -rf "$$BACKSCROLL_IMAGE_CACHE" && echo "images-clean: removed $$BACKSCROLL_IMAGE_CACHE"
 
 KIND_CLUSTER ?= backscroll-e2e
-e2e-kind: $(HELM) images ## With Docker and kind: cluster, images, chart, a SearchIndex, Ready, one search; then tear down
-	KIND_CLUSTER=$(KIND_CLUSTER) HELM=$(HELM) VERSION=$(VERSION) bash tests/deploy/e2e_kind.sh
+e2e-kind: $(HELM) ## With Docker and kind: cluster, images, chart, a SearchIndex, Ready, one search; then tear down
+	$(MAKE) images CONTAINER_BUILD=docker
+	KIND_CLUSTER=$(KIND_CLUSTER) HELM=$(HELM) VERSION=$(VERSION) REGISTRY=$(REGISTRY) bash tests/deploy/e2e_kind.sh
 
 # --- a real control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok ------
 # Built from the Go modules pinned in tests/cluster/ (Kubernetes v1.37.2) into a cache outside the

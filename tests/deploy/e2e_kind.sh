@@ -9,7 +9,8 @@ command -v kind >/dev/null || { echo "e2e-kind needs kind (https://kind.sigs.k8s
 trap 'kind delete cluster --name "$KIND_CLUSTER" >/dev/null 2>&1 || true; kill %1 2>/dev/null || true' EXIT
 
 kind create cluster --name "$KIND_CLUSTER" --wait 120s
-kind load docker-image --name "$KIND_CLUSTER" "backscroll:$VERSION" "backscroll-operator:$VERSION"
+kind load docker-image --name "$KIND_CLUSTER" "${REGISTRY:-ghcr.io/backscroll}/backscroll:$VERSION" \
+  "${REGISTRY:-ghcr.io/backscroll}/backscroll-operator:$VERSION"
 "$HELM" install backscroll charts/backscroll -n "$NS" --create-namespace --wait \
   -f charts/backscroll/examples/quickstart.yaml
 kubectl -n "$NS" rollout status statefulset/backscroll-postgresql --timeout=180s
