@@ -40,7 +40,7 @@ def test_examples_cover_each_optional_part(render):
 def test_the_searchindex_takes_its_spec_from_values_and_an_image_by_default(render):
     (index,) = of_kind(render(CHART / "examples/hybrid-external.yaml"), "SearchIndex")
     assert index["metadata"] == {**index["metadata"], "name": "search-openai", "namespace": "backscroll"}
-    assert index["spec"]["image"] == "backscroll:0.1.0", "spec.image defaults to the chart's appVersion"
+    assert index["spec"]["image"] == "ghcr.io/backscroll/backscroll:0.1.0", "spec.image defaults to the chart's appVersion"
     assert index["spec"]["embeddings"]["external"]["apiKeySecretRef"] == {"name": "openai", "key": "api-key"}
     (index,) = of_kind(render(CHART / "examples/hybrid-in-cluster.yaml"), "SearchIndex")
     assert index["spec"]["image"] == "registry.example.com/backscroll:0.1.0", "an explicit image wins"
@@ -53,7 +53,7 @@ def test_quickstart_postgresql_is_off_by_default_and_labelled_as_not_for_product
     (secret,) = of_kind(docs, "Secret")
     (index,) = of_kind(docs, "SearchIndex")
     assert "not-for-production" in " ".join(database["metadata"]["annotations"])
-    assert database["spec"]["template"]["spec"]["containers"][0]["image"].startswith("pgvector/pgvector:")
+    assert database["spec"]["template"]["spec"]["containers"][0]["image"].startswith("docker.io/pgvector/pgvector:")
     # It writes the very Secret the SearchIndex reads, so the quickstart needs no manual step there.
     assert secret["metadata"]["name"] == index["spec"]["database"]["secretRef"]["name"]
     assert set(secret["stringData"]) == {"password", "uri"}
@@ -68,7 +68,7 @@ def test_operator_pod_is_locked_down(render):
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "capabilities": {"drop": ["ALL"]}}
-    assert container["image"] == "backscroll-operator:0.1.0"
+    assert container["image"] == "ghcr.io/backscroll/backscroll-operator:0.1.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
 
