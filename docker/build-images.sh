@@ -34,15 +34,22 @@ case "$CONTAINER_BUILD" in
     trust=()
     host_ca="${BACKSCROLL_BUILD_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
     [[ -s "$host_ca" ]] && trust=(--volume "$host_ca:/etc/ssl/certs/ca-certificates.crt:ro")
+    started="$(date --utc +%Y-%m-%dT%H:%M:%SZ)"
     for image in "${IMAGES[@]}"; do
       name="$REGISTRY/${NAMES[$image]}:$VERSION"
       echo "make images: $name on $base" >&2
       # --layers: every step is cached in the storage; only what a change touches is rebuilt.
-      buildah build --isolation chroot --layers --pull=never \
-        --build-arg "PYTHON_IMAGE=$base" "${args[@]}" "${trust[@]}" \
-        -f "docker/$image.Dockerfile" -t "$name" . >&2
+      # The build stage is named too (localhost/backscroll-build:IMAGE), so that pruning below
+      # keeps its layers: a change to the code then reinstalls the package only, not the lockfile.
+      build=(buildah build --isolation chroot --layers --force-rm --pull=never
+             --build-arg "PYTHON_IMAGE=$base" "${args[@]}" "${trust[@]}" -f "docker/$image.Dockerfile")
+      "${build[@]}" --target build -t "localhost/backscroll-build:$image" . >&2
+      "${build[@]}" -t "$name" . >&2
       echo "$name"
     done
+    # What earlier builds left untagged (superseded images and their layers) goes; the storage
+    # then holds the base, the build stages and the images, not one copy per change.
+    podman image prune --force --filter "until=$started" >/dev/null 2>&1 || true
     ;;
   docker)
     docker info >/dev/null 2>&1 || { echo "make images: CONTAINER_BUILD=docker needs a running Docker engine" >&2; exit 1; }
