@@ -81,6 +81,7 @@ def free_ports(count: int) -> list[int]:
 
 def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -255,10 +256,8 @@ class ControlPlane:
             path.write_text(kubeconfig(self.server, self.ca, cert=self.pki / f"{name}.crt",
                                        key=self.pki / f"{name}.key", user=name))
             path.chmod(0o600)
-        config = ("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"
-                  "  manageAllNodes: false\n  manageNodesWithAnnotationSelector: kwok.x-k8s.io/node=fake\n"
-                  "  nodeLeaseDurationSeconds: 40\n---\n" + STAGES.read_text())
-        (self.state / "kwok.yaml").write_text(config)
+        # kwok's options are its flags (a KwokConfiguration here would replace its defaults whole)
+        shutil.copyfile(STAGES, self.state / "kwok.yaml")
 
     def _spawn(self, name: str, args: list[str], env: dict | None = None) -> None:
         binary = self.binary("kwok" if name == "kwok" else name)
