@@ -491,9 +491,11 @@ class ControlPlane:
 
 
 def _die_with_parent() -> None:
-    """In the child: SIGTERM when the process that started it dies (Linux prctl PR_SET_PDEATHSIG)."""
+    """In the child: SIGKILL when the process that started it dies (Linux prctl PR_SET_PDEATHSIG): the
+    emergency path, when the test process died without stopping them (kube-apiserver hangs in its
+    graceful shutdown when etcd goes at the same moment)."""
     import ctypes
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def _http(url: str, insecure: bool = False) -> bytes | None:
