@@ -716,11 +716,13 @@ declare
     term text;
     reading regconfig;
     part tsquery;
+    seen text[] := '{}';
 begin
     foreach term in array coalesce(terms, '{}') loop
         foreach reading in array backscroll_term_configs(cfg, term, coalesce(stems, '{}')) loop
             part := phraseto_tsquery(reading, term);
-            if numnode(part) > 0 then
+            if numnode(part) > 0 and not (part::text = any(seen)) then
+                seen := seen || part::text;
                 result := case when result is null then part else result || part end;
             end if;
         end loop;
@@ -908,6 +910,7 @@ CREATE INDEX message_embeddings_public ON public.message_embeddings USING btree 
 CREATE INDEX message_search_agent_cover ON public.message_search USING btree (agent_id) INCLUDE (conversation_id, message_id);
 CREATE INDEX message_search_agent_recent ON public.message_search USING btree (agent_id, created_at DESC) INCLUDE (audience_id);
 CREATE INDEX message_search_agent_tsv ON public.message_search USING gin (agent_id, tsv);
+CREATE INDEX message_search_audience_recent ON public.message_search USING btree (agent_id, audience_id, created_at DESC, message_id DESC);
 CREATE INDEX message_search_conversation_cover ON public.message_search USING btree (conversation_id) INCLUDE (message_id);
 CREATE INDEX message_search_workspace_recent ON public.message_search USING btree (workspace_id, created_at DESC) INCLUDE (agent_id);
 CREATE INDEX messages_conversation ON public.messages USING btree (conversation_id, created_at, id);
