@@ -1472,6 +1472,22 @@ def test_hidden_matches_never_take_a_place_in_the_candidate_pool(pg_url, templat
         assert {h["message_id"] for h in a["hits"]} == {a_id(ex, f"z-{i}") for i in range(3)}, a["hits"]
 
 
+def test_hidden_matches_never_take_a_place_in_the_walked_pool(pg_url, template_url):
+    """The same when the word is dense enough for the candidates to be walked in recency order
+    (ranking.walk_window, through each receivable key's own range, migration 0029): thirteen
+    `zebulon` messages in the channel and a pool of three, so the window holds the newest few;
+    five newer DMs of U1 must not take the pool's places."""
+    general = NewConv(WS, "concierge", SLACK, "C-general", "general", _public())
+    visible: list = [general] + [NewMsg(general.key, f"z-{i}", f"zebulon pier meeting {i}", 10 + i,
+                                        speaker=(NS, "U3")) for i in range(13)]
+    u1 = NewConv(WS, "concierge", SLACK, "D-u1", "U1 DM", _dm("U1"), kind="audience")
+    hidden: list = [u1] + [NewMsg(u1.key, f"u1-{i}", f"zebulon reminder number {i}", 40 + i, speaker=(NS, "U1"),
+                                  kind="audience") for i in range(5)]
+    with fixed_pair(pg_url, visible, hidden, search_candidate_pool=3) as ex:
+        a, b, _ = ask(ex, general, "zebulon")
+        assert {h["message_id"] for h in a["hits"]} == {a_id(ex, f"z-{i}") for i in (10, 11, 12)}, a["hits"]
+
+
 def test_session_search_scores_do_not_move_with_another_agents_messages(pg_url, template_url):
     """Repro (b): a reader scoped to `concierge` saw match.score 2.2447 for `zebulon`, then 1.2846
     after ten messages went to an agent the reader cannot see (its sessions answer 404). The
