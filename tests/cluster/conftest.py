@@ -1,3 +1,3 @@
 """The control-plane fixtures (see tests/cluster/fixtures.py)."""
 
-from tests.cluster.fixtures import control_plane, namespace  # noqa: F401
+from tests.cluster.fixtures import control_plane, cluster_namespace  # noqa: F401

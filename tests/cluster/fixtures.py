@@ -2,7 +2,7 @@
 
 Another suite uses them by importing them into its conftest.py:
 
-    from tests.cluster.fixtures import control_plane, namespace  # noqa: F401
+    from tests.cluster.fixtures import control_plane, cluster_namespace  # noqa: F401
 
 `control_plane` (session scope) builds the pinned binaries (cached outside the repository; the
 first build on a machine takes many minutes, `make cluster-build` does it ahead) and starts
@@ -18,7 +18,7 @@ asks for it fails (never skips). It yields a ControlPlane:
     cp.request("GET", "/api/v1/nodes", token=None)   -> (status, body)
     cp.service_account_kubeconfig(ns, name, create=True)  -> Path (TokenRequest token)
 
-`namespace` (function scope) is a fresh namespace for one test, deleted afterwards.
+`cluster_namespace` (function scope) is a fresh namespace for one test, deleted afterwards.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def control_plane(tmp_path_factory):
 
 
 @pytest.fixture
-def namespace(control_plane, request) -> str:
+def cluster_namespace(control_plane, request) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{base}-{secrets.token_hex(3)}"
     control_plane.kubectl("create", "namespace", name)

@@ -42,76 +42,80 @@ def test_nodes_are_kwok_nodes_and_ready(control_plane):
     assert version["serverVersion"]["gitVersion"] == version["clientVersion"]["gitVersion"] == "v1.37.2"
 
 
-def test_restricted_namespace_refuses_a_privileged_pod_and_runs_a_compliant_deployment(control_plane, namespace):
+def test_restricted_namespace_refuses_a_privileged_pod_and_runs_a_compliant_deployment(control_plane, cluster_namespace):
+    ns = cluster_namespace
     cp = control_plane
-    cp.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    cp.kubectl("label", "ns", ns, "pod-security.kubernetes.io/enforce=restricted")
     privileged = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged"},
         "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
                                  "securityContext": {"privileged": True}}]},
     }
-    refused = cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(privileged), check=False)
+    refused = cp.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(privileged), check=False)
     assert refused.returncode != 0
     # Pod Security admission refused it (the server itself allows privileged containers here)
     assert 'violates PodSecurity "restricted:latest"' in refused.stderr, refused.stderr
     assert "privileged" in refused.stderr
 
-    cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(deployment("web", replicas=2)))
-    cp.kubectl("wait", "-n", namespace, "--for=condition=Available", "deployment/web", WAIT, timeout=240)
-    pods = json.loads(cp.kubectl("get", "pods", "-n", namespace, "-l", "app=web", "-o", "json").stdout)["items"]
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(deployment("web", replicas=2)))
+    cp.kubectl("wait", "-n", ns, "--for=condition=Available", "deployment/web", WAIT, timeout=240)
+    pods = json.loads(cp.kubectl("get", "pods", "-n", ns, "-l", "app=web", "-o", "json").stdout)["items"]
     assert len(pods) == 2
     for pod in pods:
         assert pod["spec"]["nodeName"] in NODES  # placed by the scheduler on a kwok node
         assert pod["status"]["phase"] == "Running"
         assert {"type": "Ready", "status": "True"}.items() <= next(
             c for c in pod["status"]["conditions"] if c["type"] == "Ready").items()
-    assert cp.request("GET", f"/api/v1/namespaces/{namespace}/pods/privileged")[0] == 404
+    assert cp.request("GET", f"/api/v1/namespaces/{ns}/pods/privileged")[0] == 404
 
 
-def test_a_job_runs_to_completion(control_plane, namespace):
+def test_a_job_runs_to_completion(control_plane, cluster_namespace):
+    ns = cluster_namespace
     job = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
         "spec": {"completions": 2, "backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "migrate", "image": "registry.example/app:1.0"}]}}},
     }
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(job))
-    control_plane.kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/migrate", WAIT, timeout=240)
-    status = json.loads(control_plane.kubectl("get", "job/migrate", "-n", namespace, "-o", "json").stdout)["status"]
+    control_plane.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(job))
+    control_plane.kubectl("wait", "-n", ns, "--for=condition=Complete", "job/migrate", WAIT, timeout=240)
+    status = json.loads(control_plane.kubectl("get", "job/migrate", "-n", ns, "-o", "json").stdout)["status"]
     assert status["succeeded"] == 2
 
 
-def test_a_service_account_is_forbidden_until_a_role_binding_allows_it(control_plane, namespace):
+def test_a_service_account_is_forbidden_until_a_role_binding_allows_it(control_plane, cluster_namespace):
+    ns = cluster_namespace
     cp = control_plane
-    kubeconfig = cp.service_account_kubeconfig(namespace, "reader", create=True)
-    denied = cp.kubectl("get", "deployments", "-n", namespace, kubeconfig=kubeconfig, check=False)
+    kubeconfig = cp.service_account_kubeconfig(ns, "reader", create=True)
+    denied = cp.kubectl("get", "deployments", "-n", ns, kubeconfig=kubeconfig, check=False)
     assert denied.returncode != 0
     assert "Forbidden" in denied.stderr, denied.stderr
-    assert f'User "system:serviceaccount:{namespace}:reader" cannot list resource "deployments"' in denied.stderr
-    token = cp.token(namespace, "reader")
-    status, body = cp.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments", token=token)
+    assert f'User "system:serviceaccount:{ns}:reader" cannot list resource "deployments"' in denied.stderr
+    token = cp.token(ns, "reader")
+    status, body = cp.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments", token=token)
     assert status == 403, body
 
-    cp.kubectl("create", "role", "read-deployments", "-n", namespace, "--verb=get,list,watch",
+    cp.kubectl("create", "role", "read-deployments", "-n", ns, "--verb=get,list,watch",
                "--resource=deployments.apps")
-    cp.kubectl("create", "rolebinding", "reader", "-n", namespace, "--role=read-deployments",
-               f"--serviceaccount={namespace}:reader")
+    cp.kubectl("create", "rolebinding", "reader", "-n", ns, "--role=read-deployments",
+               f"--serviceaccount={ns}:reader")
     deadline = time.monotonic() + 60  # the authorizer sees the binding through its informer
-    while (status := cp.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments", token=token)[0]) == 403:
+    while (status := cp.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments", token=token)[0]) == 403:
         assert time.monotonic() < deadline, "the RoleBinding never took effect"
         time.sleep(0.5)
     assert status == 200
-    cp.kubectl("get", "deployments", "-n", namespace, kubeconfig=kubeconfig)
+    cp.kubectl("get", "deployments", "-n", ns, kubeconfig=kubeconfig)
     # and nothing more than the Role says
-    status, _ = cp.request("GET", f"/api/v1/namespaces/{namespace}/secrets", token=token)
+    status, _ = cp.request("GET", f"/api/v1/namespaces/{ns}/secrets", token=token)
     assert status == 403
 
 
-def test_server_side_apply_without_replicas_defaults_them_to_one(control_plane, namespace):
+def test_server_side_apply_without_replicas_defaults_them_to_one(control_plane, cluster_namespace):
+    ns = cluster_namespace
     cp = control_plane
-    apply = ["apply", "--server-side", "--field-manager=builder", "-n", namespace, "-f", "-"]
+    apply = ["apply", "--server-side", "--field-manager=builder", "-n", ns, "-f", "-"]
     cp.kubectl(*apply, input=json.dumps(deployment("api")))
-    get = ["get", "deployment/api", "-n", namespace, "-o", "jsonpath={.spec.replicas}"]
+    get = ["get", "deployment/api", "-n", ns, "-o", "jsonpath={.spec.replicas}"]
     assert cp.kubectl(*get).stdout == "1"
     # a manager that owned replicas and applies again without them: the server resets the field
     # to its default, it does not keep the old value (the handover issue 30 describes)
@@ -121,12 +125,24 @@ def test_server_side_apply_without_replicas_defaults_them_to_one(control_plane, 
     assert cp.kubectl(*get).stdout == "1"
 
 
-def test_quantities_are_stored_canonical(control_plane, namespace):
+def test_quantities_are_stored_canonical(control_plane, cluster_namespace):
+    ns = cluster_namespace
     cp = control_plane
     resources = {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1.0", "memory": "2048Mi"}}
-    cp.kubectl("apply", "--server-side", "-n", namespace, "-f", "-",
+    cp.kubectl("apply", "--server-side", "-n", ns, "-f", "-",
                input=json.dumps(deployment("sized", container={"resources": resources})))
-    stored = json.loads(cp.kubectl("get", "deployment/sized", "-n", namespace, "-o", "json").stdout)
+    stored = json.loads(cp.kubectl("get", "deployment/sized", "-n", ns, "-o", "json").stdout)
     container = stored["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
                                       "limits": {"cpu": "1", "memory": "2Gi"}}
+
+
+def test_deleting_a_deployment_collects_its_replica_set_and_pods(control_plane, cluster_namespace):
+    cp, ns = control_plane, cluster_namespace
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(deployment("gone", replicas=2)))
+    cp.kubectl("wait", "-n", ns, "--for=condition=Available", "deployment/gone", WAIT, timeout=240)
+    assert cp.kubectl("get", "replicasets,pods", "-n", ns, "-l", "app=gone", "-o", "name").stdout.strip()
+    cp.kubectl("delete", "deployment/gone", "-n", ns, "--cascade=background")
+    # the garbage collector deletes the ReplicaSet, then its pods; kwok finishes the pods' deletion
+    cp.kubectl("wait", "-n", ns, "--for=delete", "replicasets,pods", "-l", "app=gone", WAIT, timeout=240)
+    assert cp.kubectl("get", "replicasets,pods", "-n", ns, "-l", "app=gone", "-o", "name").stdout.strip() == ""
