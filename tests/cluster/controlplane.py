@@ -101,7 +101,7 @@ def _ec_key(pki: Path, name: str) -> None:
     _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key", cwd=pki)
 
 
-def _issue(pki: Path, name: str, subject: str, usage: str, sans: list[str] | None = None) -> None:
+def _issue(pki: Path, name: str, subject: str, usage: str, sans: list[str] | None = None, ca: str = "ca") -> None:
     """A leaf certificate signed by the CA: `usage` is serverAuth or clientAuth."""
     _ec_key(pki, name)
     _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=pki)
@@ -113,7 +113,7 @@ def _issue(pki: Path, name: str, subject: str, usage: str, sans: list[str] | Non
     if sans:
         ext.append("subjectAltName=" + ",".join(sans))
     (pki / f"{name}.ext").write_text("\n".join(ext) + "\n")
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
              "-days", "3650", "-sha256", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)
     (pki / f"{name}.csr").unlink()
     (pki / f"{name}.ext").unlink()
@@ -129,12 +129,26 @@ CLIENTS = {
 }
 
 
+def _make_ca(pki: Path, name: str, cn: str) -> None:
+    _ec_key(pki, name)
+    _openssl("req", "-x509", "-new", "-key", f"{name}.key", "-subj", f"/CN={cn}", "-days", "3650",
+             "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", "-out", f"{name}.crt", cwd=pki)
+
+
+def make_front_proxy_pki(pki: Path) -> None:
+    """The request-header (front proxy) CA and the API server's client certificate under it: the
+    controller-manager and scheduler read this CA from the extension-apiserver-authentication
+    ConfigMap (without it they log an error each time), and aggregated APIs need it."""
+    _make_ca(pki, "front-proxy-ca", "backscroll-test-front-proxy-ca")
+    _issue(pki, "front-proxy-client", "/CN=front-proxy-client", "clientAuth", ca="front-proxy-ca")
+    for key in pki.glob("front-proxy*.key"):
+        key.chmod(0o600)
+
+
 def make_pki(pki: Path) -> None:
     pki.mkdir(parents=True, exist_ok=True)
-    _ec_key(pki, "ca")
-    _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=backscroll-test-ca", "-days", "3650",
-             "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", "-out", "ca.crt", cwd=pki)
+    _make_ca(pki, "ca", "backscroll-test-ca")
     _issue(pki, "kube-apiserver", "/CN=kube-apiserver", "serverAuth", [
         "IP:127.0.0.1", f"IP:{SERVICE_IP}", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default",
         "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"])
@@ -234,6 +248,8 @@ class ControlPlane:
         if not (self.pki / "sa.pub").exists():
             log("generating PKI")
             make_pki(self.pki)
+        if not (self.pki / "front-proxy-client.crt").exists():
+            make_front_proxy_pki(self.pki)
         self._write_configs()
         t0 = time.monotonic()
         try:
@@ -293,6 +309,11 @@ class ControlPlane:
             f"--secure-port={self.ports['kube-apiserver']}",
             f"--tls-cert-file={pki / 'kube-apiserver.crt'}", f"--tls-private-key-file={pki / 'kube-apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client", "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group", "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             "--authorization-mode=Node,RBAC",
             # privileged containers are allowed by the server, so Pod Security admission is what refuses them
             "--allow-privileged=true",
