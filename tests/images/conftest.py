@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cluster.fixtures import control_plane, namespace  # noqa: F401
+from tests.cluster.fixtures import cluster_namespace, control_plane  # noqa: F401
 from tests.deploy.conftest import helm  # noqa: F401
 from tests.images.support import ROOT, TOOLS, Podman, UnixToTcp, container_env
 

@@ -39,8 +39,8 @@ def _condition(index: dict, kind: str) -> dict:
 
 
 def test_the_operator_image_reconciles_a_searchindex_on_the_real_control_plane(
-        images, podman, control_plane, namespace, helm, empty_db_url, pg_doors, tmp_path):
-    cp, ns = control_plane, namespace
+        images, podman, control_plane, cluster_namespace, helm, empty_db_url, pg_doors, tmp_path):
+    cp, ns = control_plane, cluster_namespace
     cp.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
     release = f"img{secrets.token_hex(3)}"
     repository, tag = images.operator.rsplit(":", 1)
