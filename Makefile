@@ -34,7 +34,7 @@ serve: $(STAMP) ## Run the API only (BACKSCROLL_DATABASE_URL, or the embedded Po
 migrate: $(STAMP) ## Apply pending migrations
 	$(BIN)/backscroll migrate
 
-test: $(STAMP) $(HELM) ## Run every test suite on a real embedded PostgreSQL (and the deployables' checks)
+test: $(STAMP) $(HELM) browser-deps image-deps cluster-build ## Run every test suite: a real embedded PostgreSQL, a real control plane, the images built and run
 	$(BIN)/python -m pytest -q
 
 # The browser tests drive Debian's chromium (Playwright's own download does not work here).
