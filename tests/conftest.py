@@ -13,6 +13,10 @@ import psycopg
 import pytest
 
 from backscroll.store.db import process_running, start_embedded
+
+# One control plane per test session, shared by every suite that asks for it (tests/cluster,
+# tests/operator, tests/images): a fixture imported in a suite's own conftest is a second one.
+from tests.cluster.fixtures import cluster_namespace, control_plane  # noqa: E402,F401
 from backscroll.store.migrate import migrate
 from tests.world import open_world
 

@@ -1,3 +1,1 @@
-"""The control-plane fixtures (see tests/cluster/fixtures.py)."""
-
-from tests.cluster.fixtures import control_plane, cluster_namespace  # noqa: F401
+"""The control-plane fixtures live in tests/cluster/fixtures.py and are shared from tests/conftest.py."""

@@ -1,8 +1,7 @@
 """pytest fixtures for a real control plane (tests/cluster/controlplane.py).
 
-Another suite uses them by importing them into its conftest.py:
-
-    from tests.cluster.fixtures import control_plane, cluster_namespace  # noqa: F401
+tests/conftest.py imports them once, for every suite: a suite that imported them into its own
+conftest.py would start a second control plane.
 
 `control_plane` (session scope) builds the pinned binaries (cached outside the repository; the
 first build on a machine takes many minutes, `make cluster-build` does it ahead) and starts

@@ -4,7 +4,7 @@ outside the repository, so a session after the first reuses them), and podman co
 docker/containers/ says. Missing buildah, podman or runc fails these tests, never skips them:
 `make image-deps` installs them (Debian packages).
 
-The control plane (tests/cluster) and helm (tests/deploy) come from their suites' fixtures."""
+The control plane comes from tests/conftest.py (one per session), helm from tests/deploy's fixture."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cluster.fixtures import cluster_namespace, control_plane  # noqa: F401
 from tests.deploy.conftest import helm  # noqa: F401
 from tests.images.support import ROOT, TOOLS, Podman, UnixToTcp, container_env
 
