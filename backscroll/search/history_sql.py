@@ -299,12 +299,16 @@ candidates as materialized (
        and not exists (select 1 from lexical_list x where x.message_id = vec.id)
 ),
 -- Where the requester spoke, judged by what the destination may receive of it: a message of
--- theirs it may not receive (a DM into a public room) says nothing about the room here.
+-- theirs it may not receive (a DM into a public room) says nothing about the room here. Only
+-- the candidates' conversations are asked about (the requester may have spoken in a thousand),
+-- and each of the requester's messages there probes its own sidecar row (a scalar sub-select,
+-- so the planner cannot turn it into a scan of every receivable document to join them).
 spoke as materialized (
     select distinct r.conversation_id from messages r
-      join message_search rs on rs.message_id = r.id
      where r.speaker_actor_id = any(%(requester_ids)s::bigint[])
-       and rs.audience_id = any(%(audiences)s::bigint[])
+       and r.conversation_id in (select k.conversation_id from candidates k)
+       and (select rs.audience_id from message_search rs where rs.message_id = r.id)
+           = any(%(audiences)s::bigint[])
        and exists (select 1 from message_source_evidence e where e.message_id = r.id)
 ),
 scored as (

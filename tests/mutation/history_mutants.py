@@ -155,7 +155,7 @@ HISTORY_MUTANTS = [
                     named="title", suites=noninterference("test_a_room_reposted_private_hands_its_new_title_to_no_public_destination",
                                                           "test_a_public_message_in_a_members_room_hands_out_no_room_title")),
     ExpectingMutant("non-interference: requester_spoke over every message", "backscroll/search/history_sql.py",
-                    "SEARCH_RANKING", "and rs.audience_id = any(%(audiences)s::bigint[])", "and true",
+                    "SEARCH_RANKING", "= any(%(audiences)s::bigint[])\n       and exists", "is not null\n       and exists",
                     named="requester_spoke",
                     suites=noninterference("test_requester_spoke_counts_only_what_the_destination_may_receive")),
     ExpectingMutant("non-interference: search_history coverage over the whole agent", "backscroll/search/hybrid.py",
