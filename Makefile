@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps schema mutation operator operator-test bench bench-quality clean \
+.PHONY: help install run serve migrate test browser-deps schema mutation mutation-full operator operator-test bench bench-quality clean \
 	helm chart-sync deploy-test images image-deps images-clean e2e-kind
 
 help: ## Show this help
@@ -49,8 +49,13 @@ schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, ind
 	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql
 	rm -rf .schema-pg
 
-mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures
+# make mutation runs each mutant against the tests that killed it last time (tests/mutation/killers.json),
+# falling back to its full suites when they no longer do; make mutation-full rewrites that map.
+mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures (recorded killers)
 	$(BIN)/python tests/mutation/run.py
+
+mutation-full: $(STAMP) ## The mutation check on every mutant's full suites (long); rewrites tests/mutation/killers.json
+	$(BIN)/python tests/mutation/run.py --full
 
 operator: $(STAMP) ## Run the SearchIndex operator against the current kubeconfig (installs the CRD first)
 	kubectl apply -k k8s/base/crd
