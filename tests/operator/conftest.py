@@ -1,113 +1,205 @@
-"""Fixtures for the operator suite: a Kubernetes API (kmock), an API status endpoint, the operator.
+"""Fixtures for the operator suite: a real Kubernetes control plane (tests/cluster), the CRD and
+the RBAC the chart ships, the operator running as its ServiceAccount, and a stand-in for the
+Backscroll API's status endpoint.
 
-Nothing here replaces the operator's own parts: kopf runs for real (KopfRunner), talks HTTP to
-the emulator through a kubeconfig, and reads status over HTTP from a local server. The tests play
-the parts no emulator has: the Deployment and Job controllers (they patch status over HTTP) and
-the Backscroll API (the status server answers what the test sets).
+What is real: kube-apiserver (schema, defaults, CEL, server-side apply, RBAC, Pod Security
+admission, watches), the Deployment, ReplicaSet, Job, garbage-collection and HPA controllers,
+the scheduler, and KWOK's nodes (pods become Ready; a Job's pods complete). The operator is the
+real kopf operator (handlers.register), in this process, authenticated by a TokenRequest token of
+the ServiceAccount the chart renders, bound by exactly the chart's Roles, in a namespace that
+enforces the `restricted` Pod Security profile. Its requests pass through `proxy.ApiProxy`, which
+records them (every answer is the API server's).
+
+What is played: the Backscroll API's GET /v1/status (no container runs on KWOK's nodes). The
+operator reads it from the local StatusServer through its documented setting for running
+outside the cluster (BACKSCROLL_OPERATOR_STATUS_URL, `status_url`): a Service name does not
+resolve from the host. The status server accepts the operator's generated token once a register
+Job of that token's Secret has succeeded, as the API does once `backscroll tokens register` ran.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
+import secrets
+import ssl
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import asyncio
 import httpx
 import kopf
 import pytest
-from kopf.testing import KopfRunner
+import yaml
 
 from backscroll_operator.config import OperatorConfig
-from backscroll_operator.handlers import register
+from backscroll_operator.handlers import Passes, register
+from backscroll_operator.names import TOKEN_ANNOTATION
+from tests.cluster.controlplane import NODES
+from tests.cluster.fixtures import cluster_namespace, control_plane  # noqa: F401
+from tests.deploy.conftest import CHART, documents, helm, run  # noqa: F401
 
-from .emulator import GROUP, PLURAL, VERSION, Cluster
+from .proxy import ApiProxy, issue_certificate
 
-NS = "default"
+ROOT = Path(__file__).resolve().parents[2]
+CRD = CHART / "crds" / "searchindexes.search.backscroll.dev.yaml"
 TOKEN = "bks_status_test"
-PATHS = {
-    "searchindexes": f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}",
-    "deployments": f"/apis/apps/v1/namespaces/{NS}/deployments",
-    "jobs": f"/apis/batch/v1/namespaces/{NS}/jobs",
-    "services": f"/api/v1/namespaces/{NS}/services",
-    "secrets": f"/api/v1/namespaces/{NS}/secrets",
-    "events": f"/api/v1/namespaces/{NS}/events",
+# A busy two-core machine runs this: every wait is long and polls.
+DEADLINE_S = 90.0
+
+RESOURCES = {
+    "searchindexes": "/apis/search.backscroll.dev/v1alpha1",
+    "deployments": "/apis/apps/v1",
+    "replicasets": "/apis/apps/v1",
+    "jobs": "/apis/batch/v1",
+    "services": "/api/v1",
+    "secrets": "/api/v1",
+    "events": "/api/v1",
+    "pods": "/api/v1",
+    "configmaps": "/api/v1",
+    "poddisruptionbudgets": "/apis/policy/v1",
+    "horizontalpodautoscalers": "/apis/autoscaling/v2",
+    "networkpolicies": "/apis/networking.k8s.io/v1",
+    "leases": "/apis/coordination.k8s.io/v1",
 }
+CHILD_KINDS = ("deployments", "services", "jobs", "poddisruptionbudgets", "horizontalpodautoscalers",
+               "networkpolicies")
+
+
+def eventually(check, timeout: float = DEADLINE_S, interval: float = 0.25):
+    """The check's value once it is truthy, or AssertionError with its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except (AssertionError, KeyError, TypeError, StopIteration, IndexError) as exc:
+            value = exc
+        else:
+            if value:
+                return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout} s; last: {value!r}")
+        time.sleep(interval)
+
+
+def admin_tls(cp) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(cp.ca))
+    ctx.load_cert_chain(str(cp.admin_cert), str(cp.admin_key))
+    return ctx
 
 
 class Api:
-    """The test's own kubectl: plain HTTP to the emulator."""
+    """The test's own client, as the cluster's administrator, in one namespace (or another's)."""
 
-    def __init__(self, cluster: Cluster):
-        self.cluster = cluster
-        self.http = httpx.Client(base_url=cluster.url, timeout=10)
+    def __init__(self, cp, namespace: str):
+        self.cp, self.ns = cp, namespace
+        self.http = httpx.Client(base_url=cp.server, verify=admin_tls(cp), timeout=30)
 
-    def get(self, resource: str, name: str) -> dict | None:
-        response = self.http.get(f"{PATHS[resource]}/{name}")
-        return None if response.status_code == 404 else response.raise_for_status().json()
+    def path(self, resource: str, name: str | None = None, namespace: str | None = None) -> str:
+        base = f"{RESOURCES[resource]}/namespaces/{namespace or self.ns}/{resource}"
+        return f"{base}/{name}" if name else base
 
-    def list(self, resource: str) -> list[dict]:
-        return self.http.get(PATHS[resource]).raise_for_status().json().get("items") or []
+    def _check(self, response: httpx.Response) -> dict:
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, response.text)
+        return response.json() if response.content else {}
 
-    def names(self, resource: str) -> set[str]:
-        return {i["metadata"]["name"] for i in self.list(resource)}
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict | None:
+        response = self.http.get(self.path(resource, name, namespace))
+        return None if response.status_code == 404 else self._check(response)
+
+    def list(self, resource: str, selector: str = "", namespace: str | None = None) -> list[dict]:
+        params = {"labelSelector": selector} if selector else None
+        return self._check(self.http.get(self.path(resource, namespace=namespace), params=params)).get("items") or []
+
+    def names(self, resource: str, selector: str = "") -> set[str]:
+        return {i["metadata"]["name"] for i in self.list(resource, selector)}
 
     def create(self, resource: str, body: dict) -> dict:
-        return self.http.post(PATHS[resource], json=body).raise_for_status().json()
+        return self._check(self.http.post(self.path(resource), json=body))
 
-    def patch(self, resource: str, name: str, body: dict, subresource: str = "") -> dict:
-        path = f"{PATHS[resource]}/{name}" + (f"/{subresource}" if subresource else "")
-        return self.http.patch(path, json=body,
-                               headers={"Content-Type": "application/merge-patch+json"}).raise_for_status().json()
+    def patch(self, resource: str, name: str, body, subresource: str = "",
+              content_type: str = "application/merge-patch+json") -> dict:
+        path = self.path(resource, name) + (f"/{subresource}" if subresource else "")
+        return self._check(self.http.patch(path, content=json.dumps(body), headers={"Content-Type": content_type}))
 
     def delete(self, resource: str, name: str) -> None:
-        self.http.delete(f"{PATHS[resource]}/{name}").raise_for_status()
+        response = self.http.delete(self.path(resource, name))
+        if response.status_code != 404:
+            self._check(response)
 
-    def secret(self, name: str, **data: str) -> None:
-        self.create("secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS},
-                                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
-
-    # --- standing in for Kubernetes' controllers ---
-
-    def complete_job(self, name: str) -> None:
-        self.patch("jobs", name, {"status": {"succeeded": 1, "conditions": [
-            {"type": "Complete", "status": "True"}]}}, subresource="status")
-
-    def fail_job(self, name: str) -> None:
-        self.patch("jobs", name, {"status": {"failed": 4, "conditions": [
-            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}, subresource="status")
-
-    def roll_out(self, name: str, available: int | None = None) -> None:
-        deployment = self.get("deployments", name)
-        replicas = deployment["spec"]["replicas"] if available is None else available
-        self.patch("deployments", name, {"status": {
-            "observedGeneration": deployment["metadata"].get("generation", 1), "replicas": replicas,
-            "updatedReplicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}},
-            subresource="status")
+    def secret(self, name: str, **data: str) -> dict:
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+        if self.get("secrets", name) is None:
+            return self.create("secrets", body)
+        return self.patch("secrets", name, {"data": body["data"]})
 
     def events(self, involving: str) -> list[dict]:
         return [e for e in self.list("events") if (e.get("involvedObject") or {}).get("name") == involving]
 
-    def writes_to_children(self) -> list[tuple]:
-        return [w for w in self.cluster.emulator.writes if w[1] in ("deployments", "jobs", "services")]
+    def condition(self, name: str, type_: str) -> dict:
+        status = (self.get("searchindexes", name) or {}).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
+
+    def versions(self, *resources: str) -> dict[str, str]:
+        """resource/name -> resourceVersion of everything of these kinds in the namespace."""
+        return {f"{r}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+                for r in resources for o in self.list(r)}
+
+
+class ApiError(AssertionError):
+    def __init__(self, status: int, text: str):
+        super().__init__(f"{status}: {text[:2000]}")
+        self.status, self.text = status, text
+
+
+class Gate:
+    """Holds pods on their way to a node: pods with `selector` as their nodeSelector stay Pending
+    until the gate opens (both KWOK nodes get the label), so a Job stays running as long as a
+    test needs. Closing it leaves running pods alone; new ones wait again."""
+
+    def __init__(self, api: Api, namespace: str, name: str):
+        self.api, self.key = api, f"gate.backscroll.test/{namespace}-{name}"
+        self.selector = {self.key: "open"}
+
+    def _label(self, value) -> None:
+        for node in NODES:
+            response = self.api.http.patch(f"/api/v1/nodes/{node}", content=json.dumps(
+                {"metadata": {"labels": {self.key: value}}}), headers={"Content-Type": "application/merge-patch+json"})
+            self.api._check(response)
+
+    def open(self) -> None:
+        self._label("open")
+
+    def close(self) -> None:
+        self._label(None)
 
 
 class StatusServer:
-    """Stands in for the Backscroll API's GET /v1/status (a registered token required, as there)."""
+    """Stands in for the Backscroll API's GET /v1/status at /{namespace}/{name}/v1/status. A
+    request needs a registered `status` token: one in `tokens` (made some other way, for
+    statusTokenSecretRef), or the operator's generated one once its register Job succeeded."""
 
-    def __init__(self):
+    def __init__(self, cp):
+        self.admin = Api(cp, "default")
         self.reports: dict[str, dict] = {}   # SearchIndex name -> the JSON to answer
         self.seen_tokens: list[str] = []
-        self.tokens: set[str] = {TOKEN}      # what the API would accept (a test adds registered ones)
+        self.tokens: set[str] = {TOKEN}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's naming)
                 _, namespace, name, *rest = self.path.split("/")
-                outer.seen_tokens.append(self.headers.get("Authorization", ""))
-                if self.headers.get("Authorization") not in {f"Bearer {t}" for t in outer.tokens}:
+                presented = self.headers.get("Authorization", "")
+                outer.seen_tokens.append(presented)
+                if not outer.accepts(namespace, name, presented.removeprefix("Bearer ")):
                     return self._send(401, {"error": {"code": "unauthorized"}})
                 if "/".join(rest) != "v1/status" or name not in outer.reports:
                     return self._send(503, {"error": {"code": "unavailable"}})
@@ -128,6 +220,33 @@ class StatusServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def accepts(self, namespace: str, name: str, token: str) -> bool:
+        if token in self.tokens:
+            return True
+        return token != "" and token == registered_token(self.admin, namespace, name)
+
+
+def token_in(secret: dict | None) -> str | None:
+    data = (secret or {}).get("data") or {}
+    return base64.b64decode(data["token"]).decode() if "token" in data else None
+
+
+def registered_token(api: Api, namespace: str, name: str) -> str | None:
+    """The operator's generated token once a register Job of its current Secret succeeded: what
+    `backscroll tokens register` stores (and a newer registration revokes the older token)."""
+    from backscroll_operator.builders import status_token_name
+    from backscroll_operator.names import Owner
+
+    secret = api.get("secrets", status_token_name(Owner(name, namespace, "")), namespace)
+    if secret is None:
+        return None
+    uid = secret["metadata"]["uid"]
+    jobs = api.list("jobs", f"app.kubernetes.io/instance={name},app.kubernetes.io/component=register", namespace)
+    if any((j["metadata"].get("annotations") or {}).get(TOKEN_ANNOTATION) == uid
+           and (j.get("status") or {}).get("succeeded") for j in jobs):
+        return token_in(secret)
+    return None
+
 
 def report(mode: str, model: str | None = None, dimensions: int = 384, embedded: int = 0, total: int = 0,
            endpoint: str = "ok", degradation: dict | None = None) -> dict:
@@ -143,23 +262,186 @@ def report(mode: str, model: str | None = None, dimensions: int = 384, embedded:
             "outbox": {"pending": 0, "parked": 0}, "models": models}
 
 
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    with Cluster() as running:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-            "clusters": [{"name": "kmock", "cluster": {"server": running.url}}],
-            "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "namespace": NS}}],
-            "users": [{"name": "kmock", "user": {"token": "test"}}]}))
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        yield running
+# --- the chart's RBAC --------------------------------------------------------------------------
+
+@dataclass
+class Install:
+    """What the chart renders for the operator in a namespace: its ServiceAccount and Roles
+    applied, the namespaces its Deployment watches, and a kubeconfig for the ServiceAccount."""
+
+    release: str
+    namespace: str
+    service_account: str
+    namespaces: list[str]
+    cluster_scoped: list[dict]
+    kubeconfig: Path
+
+
+def render_chart(helm_binary: str, release: str, namespace: str, *sets: str) -> list[dict]:
+    args = [helm_binary, "template", release, str(CHART), "--namespace", namespace]
+    for pair in sets:
+        args += ["--set", pair]
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    return documents(done.stdout)
+
+
+RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+
+
+def install_rbac(cp, helm_binary: str, namespace: str, folder: Path, *sets: str) -> Install:
+    """The chart's ServiceAccount, Roles and bindings for a release in `namespace`, applied as they
+    render (nothing added), and a TokenRequest kubeconfig of that ServiceAccount."""
+    release = f"t{secrets.token_hex(3)}"
+    docs = render_chart(helm_binary, release, namespace, *sets)
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}))
+    (account,) = [d for d in rbac if d["kind"] == "ServiceAccount"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    name = account["metadata"]["name"]
+    kubeconfig = cp.service_account_kubeconfig(namespace, name, folder / f"{release}.kubeconfig", duration="3h")
+    return Install(release, namespace, name, json.loads(env.get("BACKSCROLL_OPERATOR_NAMESPACES") or "[]"),
+                   [d for d in rbac if d["kind"].startswith("Cluster")], kubeconfig)
+
+
+def through(kubeconfig: Path, proxy: ApiProxy, path: Path) -> Path:
+    """The same credentials, pointed at the proxy."""
+    config = json.loads(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = proxy.url
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+# --- the operator ---------------------------------------------------------------------------------
+
+class LogCapture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("[%(levelname)s %(name)s] %(message)s"))
+
+    def emit(self, record):
+        with contextlib.suppress(Exception):
+            self.lines.append(self.format(record))
+
+
+class Operator:
+    """The real operator (kopf, a fresh registry, `handlers.register`) on a thread and event loop
+    of its own, as `backscroll-operator` runs it (standalone, the chart's namespaces), so that two
+    can run side by side and either can be stopped (its cleanup runs, as on SIGTERM)."""
+
+    def __init__(self, config: OperatorConfig, namespaces: list[str]):
+        self.config, self.namespaces = config, namespaces
+        self.registry = kopf.OperatorRegistry()
+        self.passes: Passes = register(self.registry, config, namespaces)
+        self.settings = kopf.OperatorSettings()
+        # Shutdown mechanics only, so that a test's operator stops in seconds.
+        self.settings.queueing.idle_timeout = 1
+        self.settings.queueing.exit_timeout = 2
+        self.settings.posting.idle_timeout = 0.5
+        self.stop_flag = threading.Event()
+        self.error: BaseException | None = None
+        self.log = LogCapture()
+        self.thread = threading.Thread(target=self._run, name=f"operator-{config.identity}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(kopf.operator(registry=self.registry, settings=self.settings, standalone=True,
+                                      clusterwide=not self.namespaces, namespaces=self.namespaces,
+                                      stop_flag=self.stop_flag))
+        except BaseException as exc:  # noqa: BLE001 (reported by stop())
+            self.error = exc
+
+    def start(self) -> Operator:
+        for name in ("kopf", "backscroll_operator"):
+            logging.getLogger(name).addHandler(self.log)
+            logging.getLogger(name).setLevel(logging.DEBUG if name == "kopf" else logging.INFO)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(60)
+        for name in ("kopf", "backscroll_operator"):
+            logging.getLogger(name).removeHandler(self.log)
+        assert not self.thread.is_alive(), "the operator did not stop in 60 s"
+        assert self.error is None, repr(self.error)
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.log.lines)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.passes.server.port}"
+
+    def sample(self, name: str, **labels) -> float | None:
+        return self.passes.metrics.registry.get_sample_value(name, labels or None)
+
+    def passes_run(self, trigger: str | None = None) -> float:
+        return sum(s.value for m in self.passes.metrics.registry.collect() for s in m.samples
+                   if s.name == "backscroll_operator_reconcile_passes_total"
+                   and (trigger is None or s.labels.get("trigger") == trigger))
+
+    def own_writes(self) -> list[str]:
+        """From now on, every write request the operator's own client sends (kopf's and the
+        leader election's renewals aside)."""
+        writes: list[str] = []
+
+        def note(request):
+            if request.method != "GET" and "dryRun" not in request.url.params and "/leases" not in request.url.path:
+                writes.append(f"{request.method} {request.url.path}")
+        self.passes.kube.http.event_hooks["request"].append(note)
+        return writes
+
+
+# --- fixtures ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def crd(control_plane):
+    """The SearchIndex CRD as the chart ships it (charts/backscroll/crds), installed once."""
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/searchindexes.search.backscroll.dev",
+                          "--timeout=120s", timeout=150)
+    return yaml.safe_load(CRD.read_text())
+
+
+@pytest.fixture(scope="session")
+def proxy_certificate(control_plane, tmp_path_factory):
+    return issue_certificate(tmp_path_factory.mktemp("proxy"), control_plane.ca, control_plane.pki / "ca.key")
 
 
 @pytest.fixture
-def api(cluster):
-    client = Api(cluster)
+def namespace(control_plane, cluster_namespace, crd) -> str:
+    """A fresh namespace that enforces the `restricted` Pod Security profile."""
+    control_plane.kubectl("label", "namespace", cluster_namespace, "pod-security.kubernetes.io/enforce=restricted",
+                          "pod-security.kubernetes.io/enforce-version=latest")
+    return cluster_namespace
+
+
+@pytest.fixture
+def proxy(control_plane, proxy_certificate):
+    running = ApiProxy(control_plane.server, control_plane.ca, *proxy_certificate).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def install(control_plane, helm, namespace, tmp_path):
+    """The chart's RBAC for a release in the test's namespace (which it watches)."""
+    installed = install_rbac(control_plane, helm, namespace, tmp_path)
+    assert installed.namespaces == [namespace]
+    yield installed
+    for doc in installed.cluster_scoped:
+        control_plane.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found",
+                              check=False)
+
+
+@pytest.fixture
+def api(control_plane, namespace):
+    client = Api(control_plane, namespace)
     client.secret("db", uri="postgresql://backscroll@db/backscroll")
     client.secret("status-token", token=TOKEN)
     yield client
@@ -167,67 +449,98 @@ def api(cluster):
 
 
 @pytest.fixture
-def status_server():
-    server = StatusServer()
+def gate(api, namespace):
+    """`gate("backfill")`: a Gate of this test's (closed until opened); all closed at the end."""
+    made: dict[str, Gate] = {}
+
+    def get(name: str = "hold") -> Gate:
+        return made.setdefault(name, Gate(api, namespace, name))
+
+    yield get
+    for opened in made.values():
+        opened.close()
+
+
+@pytest.fixture
+def status_server(control_plane):
+    server = StatusServer(control_plane)
     server.thread.start()
     yield server
     server.server.shutdown()
 
 
 @pytest.fixture
-def operator(cluster, status_server):
-    """A function that runs the real operator (kopf, fresh registry) as a context manager."""
-    defaults = dict(interval_s=0.3, retry_delay_s=0.5, status_timeout_s=2,
+def operator_kubeconfig(install, proxy, tmp_path, monkeypatch) -> Path:
+    """The operator's credentials (its ServiceAccount's token), through the proxy, as $KUBECONFIG."""
+    path = through(install.kubeconfig, proxy, tmp_path / "operator.kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return path
+
+
+def child_writes(proxy: ApiProxy, since: float) -> list[str]:
+    """Writes (dry runs aside) the operator sent since `since` (time.monotonic()) to its children
+    and Secrets: the ones that would change what the cluster runs."""
+    return [f"{c.method} {c.path}" for c in proxy.seen(since)
+            if c.write and c.resource.split("/")[0] in (*CHILD_KINDS, "secrets")]
+
+
+def forbidden(proxy: ApiProxy) -> list[str]:
+    return [f"{c.method} {c.path}?{c.query}" for c in proxy.seen() if c.status == 403]
+
+
+@pytest.fixture
+def operators(install, operator_kubeconfig, status_server, proxy, namespace):
+    """`operators(identity, **settings)` starts one more replica; all stop at the end, and no
+    request of theirs may have been refused by RBAC (the chart's Roles are all they have)."""
+    defaults = dict(interval_s=2.0, retry_delay_s=1.0, status_timeout_s=2, lease_namespace=namespace,
                     status_url=status_server.url + "/{namespace}/{name}/v1/status")
+    started: list[Operator] = []
+
+    def start(identity: str = "replica-a", **overrides) -> Operator:
+        config = OperatorConfig(**{**defaults, "identity": identity, **overrides})
+        replica = Operator(config, install.namespaces).start()
+        started.append(replica)
+        return replica
+
+    start.started = started
+    yield start
+    for replica in started:
+        replica.stop_flag.set()
+    for replica in started:
+        if replica.thread.is_alive():
+            replica.thread.join(60)
+    assert forbidden(proxy) == [], "the chart's RBAC refused a call the operator made"
+
+
+@pytest.fixture
+def operator(operators):
+    """A function that runs one operator as a context manager: `with operator(interval_s=600):`
+    (a resync every 10 minutes: whatever happens within seconds comes from a watch)."""
 
     @contextmanager
     def run(**settings_overrides):
-        """`interval_s=600` proves a reaction comes from a watch, not from the resync."""
-        config = OperatorConfig(**{**defaults, **settings_overrides})
-        registry = kopf.OperatorRegistry()
-        register(registry, config)
-        settings = kopf.OperatorSettings()
-        settings.watching.server_timeout = 10
-        # kmock cannot parse /api/v1/namespaces (it reads "namespaces" as the start of a
-        # namespaced path), and the namespace is given exactly: no need to discover namespaces.
-        settings.scanning.disabled = True
-        settings.queueing.idle_timeout = 0.5
-        settings.queueing.exit_timeout = 1
-        settings.posting.idle_timeout = 0.2
-        runner = KopfRunner(["run", "--standalone", "--verbose", "--namespace", NS], registry=registry,
-                            settings=settings, timeout=20)
+        replica = operators(**settings_overrides)
         try:
-            with runner:
-                yield runner
+            yield replica
         finally:
-            if runner.future.done() and not runner.future.exception():
-                print(runner.output[-20000:])  # shown by pytest when the test fails
-        assert runner.exit_code == 0, runner.output
-        assert runner.exception is None, runner.output
+            if replica.thread.is_alive():
+                replica.stop()
+            print(replica.output[-20000:])  # shown by pytest when the test fails
+            assert replica.error is None, replica.output[-20000:]
 
     return run
 
 
-def eventually(check, timeout: float = 10.0, interval: float = 0.1):
-    """The check's value once it is truthy, or AssertionError with its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except (AssertionError, KeyError, TypeError, StopIteration) as exc:
-            value = exc
-        else:
-            if value:
-                return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout} s; last: {value!r}")
-        time.sleep(interval)
-
-
 @pytest.fixture
-def kubectl(cluster, tmp_path):
-    """The real kubectl against the emulator: `kubectl("get", "sidx")` returns stdout and raises
-    with stdout and stderr on failure; `kubectl.json("get", "sidx", "x")`, `kubectl.run(...)`."""
+def kubectl(control_plane, namespace, tmp_path):
+    """The pinned kubectl as the administrator, in the test's namespace: `kubectl("get", "sidx")`
+    returns stdout and raises with stdout and stderr on failure; `kubectl.run(...)` does not."""
     from .kubectl import Kubectl
 
-    return Kubectl(tmp_path / "kubeconfig", tmp_path / "kubectl-cache")
+    config = json.loads(control_plane.kubeconfig.read_text())
+    config["contexts"][0]["context"]["namespace"] = namespace
+    path = tmp_path / "admin.kubeconfig"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return Kubectl(control_plane.kubectl_path, path, tmp_path / "kubectl-cache")
