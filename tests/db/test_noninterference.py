@@ -1456,36 +1456,37 @@ def test_search_history_scores_do_not_move_with_dms_of_another_person(pg_url, te
                          ignore=(r"\$\.search_audit\[\d+\]\.exclusions",))
 
 
+def _pool_hits(pg_url, channel_messages: int) -> tuple[set, set]:
+    """A public channel with `channel_messages` `zebulon` messages, five newer DMs of U1 saying it
+    too (hidden), a pool of three: the public destination's hits, and the channel's newest three."""
+    general = NewConv(WS, "concierge", SLACK, "C-general", "general", _public())
+    visible: list = [general] + [NewMsg(general.key, f"z-{i}", f"zebulon pier meeting {i}", 10 + i,
+                                        speaker=(NS, "U3")) for i in range(channel_messages)]
+    u1 = NewConv(WS, "concierge", SLACK, "D-u1", "U1 DM", _dm("U1"), kind="audience")
+    hidden: list = [u1] + [NewMsg(u1.key, f"u1-{i}", f"zebulon reminder number {i}", 40 + i, speaker=(NS, "U1"),
+                                  kind="audience") for i in range(5)]
+    with fixed_pair(pg_url, visible, hidden, search_candidate_pool=3) as ex:
+        a, b, _ = ask(ex, general, "zebulon")
+        return ({h["message_id"] for h in a["hits"]},
+                {a_id(ex, f"z-{i}") for i in range(channel_messages - 3, channel_messages)})
+
+
 def test_hidden_matches_never_take_a_place_in_the_candidate_pool(pg_url, template_url):
     """The candidate pool holds the most recent matches of the rarest terms (ranking.py): five DMs
     of U1 newer than the channel's three `zebulon` messages, with a pool of three, must not push
     the channel's messages out of it (they would, were the pool filled before the audience keys
     narrowed it, and the public destination would find nothing)."""
-    general = NewConv(WS, "concierge", SLACK, "C-general", "general", _public())
-    visible: list = [general] + [NewMsg(general.key, f"z-{i}", f"zebulon pier meeting {i}", 10 + i,
-                                        speaker=(NS, "U3")) for i in range(3)]
-    u1 = NewConv(WS, "concierge", SLACK, "D-u1", "U1 DM", _dm("U1"), kind="audience")
-    hidden: list = [u1] + [NewMsg(u1.key, f"u1-{i}", f"zebulon reminder number {i}", 20 + i, speaker=(NS, "U1"),
-                                  kind="audience") for i in range(5)]
-    with fixed_pair(pg_url, visible, hidden, search_candidate_pool=3) as ex:
-        a, b, _ = ask(ex, general, "zebulon")
-        assert {h["message_id"] for h in a["hits"]} == {a_id(ex, f"z-{i}") for i in range(3)}, a["hits"]
+    hits, newest = _pool_hits(pg_url, 3)
+    assert hits == newest
 
 
 def test_hidden_matches_never_take_a_place_in_the_walked_pool(pg_url, template_url):
     """The same when the word is dense enough for the candidates to be walked in recency order
     (ranking.walk_window, through each receivable key's own range, migration 0029): thirteen
     `zebulon` messages in the channel and a pool of three, so the window holds the newest few;
-    five newer DMs of U1 must not take the pool's places."""
-    general = NewConv(WS, "concierge", SLACK, "C-general", "general", _public())
-    visible: list = [general] + [NewMsg(general.key, f"z-{i}", f"zebulon pier meeting {i}", 10 + i,
-                                        speaker=(NS, "U3")) for i in range(13)]
-    u1 = NewConv(WS, "concierge", SLACK, "D-u1", "U1 DM", _dm("U1"), kind="audience")
-    hidden: list = [u1] + [NewMsg(u1.key, f"u1-{i}", f"zebulon reminder number {i}", 40 + i, speaker=(NS, "U1"),
-                                  kind="audience") for i in range(5)]
-    with fixed_pair(pg_url, visible, hidden, search_candidate_pool=3) as ex:
-        a, b, _ = ask(ex, general, "zebulon")
-        assert {h["message_id"] for h in a["hits"]} == {a_id(ex, f"z-{i}") for i in (10, 11, 12)}, a["hits"]
+    the five newer DMs of U1 must not take the pool's places."""
+    hits, newest = _pool_hits(pg_url, 13)
+    assert hits == newest
 
 
 def test_session_search_scores_do_not_move_with_another_agents_messages(pg_url, template_url):
