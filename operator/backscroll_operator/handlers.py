@@ -40,6 +40,8 @@ CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1
             ("policy", "v1", "poddisruptionbudgets"), ("autoscaling", "v2", "horizontalpodautoscalers"),
             ("networking.k8s.io", "v1", "networkpolicies"))
 
+CHILD_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+
 log = logging.getLogger(__name__)
 
 
@@ -247,6 +249,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled")
         settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
+        # The children's lists and watches ask the server for the operator's own objects only: a
+        # cluster-wide operator must not receive every Deployment, Service and Job of the cluster
+        # to filter them itself (the handlers' `labels=` alone filters on this side).
+        for group, version, plural in CHILDREN:
+            settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
         # kopf turns its own warnings (retries, failures) into Events too; info-level chatter not.
         settings.posting.level = logging.WARNING
         settings.posting.reporting_component = MANAGED_BY

@@ -121,13 +121,18 @@ class Kube:
     def create(self, resource: str, namespace: str, body: dict) -> dict:
         return self._send("POST", self._path(resource, namespace), body)
 
-    def apply(self, resource: str, namespace: str, name: str, body: dict) -> dict:
+    def apply(self, resource: str, namespace: str, name: str, body: dict, *, field_manager: str = FIELD_MANAGER,
+              dry_run: bool = False) -> dict:
         """Server-side apply as the operator's field manager: the API server merges the manifest
         into the object, takes the fields it names back from whoever changed them (force), and
         removes fields an earlier apply set and this one no longer does. Fields the manifest
-        does not name (replicas under an HPA) stay with their owners."""
-        return self._send("PATCH", self._path(resource, namespace, name), body,
-                          params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        does not name (replicas under an HPA) stay with their owners, if they have any.
+        `dry_run`: the object as the server would store it (its defaults, its canonical forms),
+        nothing stored."""
+        params = {"fieldManager": field_manager, "force": "true"}
+        if dry_run:
+            params["dryRun"] = "All"
+        return self._send("PATCH", self._path(resource, namespace, name), body, params=params,
                           content_type="application/apply-patch+yaml")
 
     def patch(self, resource: str, namespace: str, name: str, body, subresource: str = "",

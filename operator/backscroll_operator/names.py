@@ -28,6 +28,9 @@ TOKEN_ANNOTATION = f"{GROUP}/token-secret-uid"
 # The operator's finalizer, present only with spec.deletionPolicy: delete.
 PURGE_FINALIZER = f"{GROUP}/purge-database"
 FIELD_MANAGER = "backscroll-operator"
+# The field manager that holds a Deployment's replicas between the operator letting go of them and
+# an autoscaler taking them (reconcile.hand_over_replicas).
+HANDOVER_MANAGER = "backscroll-operator-handover"
 
 # Job names end up in the `job-name` label of their pods, and labels stop at 63 characters.
 MAX_NAME = 63

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from . import apistatus, builders, rollout
 from .config import OperatorConfig
-from .kube import Conflict, Kube
-from .names import HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, TOKEN_ANNOTATION, Owner
+from .kube import FIELD_MANAGER, Conflict, Kube
+from .names import HANDOVER_MANAGER, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, TOKEN_ANNOTATION, Owner
 from .spec import SearchIndexSpec
 from .status import DeploymentState, Facts, JobState
 
@@ -59,14 +59,57 @@ def _not_owned(resource: str, name: str) -> Blocked:
                    f"{resource}/{name} exists and is not owned by this SearchIndex: rename one of them")
 
 
+def _stored(obj: dict) -> dict:
+    """What an apply decides about an object: its spec and the metadata a manifest sets."""
+    meta = obj.get("metadata") or {}
+    return {"spec": obj.get("spec"), "labels": meta.get("labels") or {},
+            "annotations": meta.get("annotations") or {}, "ownerReferences": meta.get("ownerReferences") or []}
+
+
+def _owns_replicas(live: dict, manager: str = FIELD_MANAGER) -> bool:
+    """Whether `manager` applied spec.replicas of the live object (its managedFields say so)."""
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == manager and entry.get("operation") == "Apply" and \
+                "f:replicas" in ((entry.get("fieldsV1") or {}).get("f:spec") or {}):
+            return True
+    return False
+
+
+def hand_over_replicas(kube: Kube, owner: Owner, resource: str, live: dict, manifest: dict) -> None:
+    """Before a manifest that leaves `replicas` to someone else (an HPA, `manageReplicas: false`)
+    is applied over one that set it: a real API server resets a field whose only manager stops
+    applying it to its default (1 for a Deployment), which would drop the pods to one. As
+    Kubernetes' documentation transfers replicas to an HPA, a second field manager first applies
+    the current value alone, so the field keeps an owner and its value until the autoscaler (or
+    whoever scales) changes it."""
+    if "replicas" in manifest.get("spec", {}) or not _owns_replicas(live):
+        return
+    log.info("handing %s/%s's replicas (%s) over to %s", resource, manifest["metadata"]["name"],
+             live["spec"].get("replicas"), HANDOVER_MANAGER)
+    kube.apply(resource, owner.namespace, manifest["metadata"]["name"],
+               {"apiVersion": manifest["apiVersion"], "kind": manifest["kind"],
+                "metadata": {"name": manifest["metadata"]["name"]},
+                "spec": {"replicas": live["spec"].get("replicas", 1)}}, field_manager=HANDOVER_MANAGER)
+
+
 def ensure(kube: Kube, owner: Owner, resource: str, manifest: dict) -> dict:
-    """The child as it now stands: applied if absent, changed or drifted; untouched otherwise."""
+    """The child as it now stands: applied if absent, changed or drifted; untouched otherwise.
+
+    The live object is compared with the manifest as the server would store it: a server keeps
+    quantities in its canonical forms (`cpu: 0.5` as 500m, `1024Mi` as 1Gi) and fills defaults, so
+    where the live object does not hold the manifest's text, a dry-run apply says whether the
+    difference is only that. Only a real difference is applied: an idle pass writes nothing."""
     name = manifest["metadata"]["name"]
     live = kube.get(resource, owner.namespace, name)
     if live is not None and not _owned(live, owner):
         raise _not_owned(resource, name)
-    if live is not None and _hash(live) == _hash(manifest) and holds(live, manifest):
-        return live
+    if live is not None and _hash(live) == _hash(manifest):
+        if holds(live, manifest):
+            return live
+        if _stored(kube.apply(resource, owner.namespace, name, manifest, dry_run=True)) == _stored(live):
+            return live
+    if live is not None and "replicas" in (live.get("spec") or {}):
+        hand_over_replicas(kube, owner, resource, live, manifest)
     log.info("%s %s/%s", "creating" if live is None else "applying", resource, name)
     return kube.apply(resource, owner.namespace, name, manifest)
 
