@@ -113,8 +113,8 @@ class Kube:
         selector = ",".join(f"{k}={v}" for k, v in labels.items())
         path = self._path(resource, namespace) if namespace else f"{RESOURCES[resource]}/{resource}"
         items = self._send("GET", path, params={"labelSelector": selector} if selector else None).get("items")
-        # Filtered here too: a selector is a request, and an API server that ignored it (an
-        # emulator, a proxy) must not make the operator act on another object's children.
+        # Filtered here too: a selector is a request, and a server that ignored it (a proxy, a
+        # test's in-memory client) must not make the operator act on another object's children.
         return [i for i in items or []
                 if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
 

@@ -226,7 +226,7 @@ def status_token(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> tuple[dict 
 
 def _secret_value(secret: dict | None, key: str) -> str | None:
     """A Secret's value as text: `data` is base64 (what an API server answers); `stringData`
-    is plain (what a create sent, as an emulator keeps it)."""
+    is plain (what a create sent, as the tests' in-memory clients keep it)."""
     if key in ((secret or {}).get("data") or {}):
         return base64.b64decode(secret["data"][key]).decode().strip()
     return ((secret or {}).get("stringData") or {}).get(key)

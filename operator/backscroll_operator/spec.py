@@ -1,7 +1,7 @@
 """The SearchIndex spec as the operator reads it: parsed, defaulted and checked.
 
 The CRD's schema and CEL rules refuse most mistakes at `kubectl apply` time, but an API server
-without them (an old cluster, a test emulator, a CRD applied by hand) would let them through, so
+without them (an old cluster, a CRD applied by hand without its rules) would let them through, so
 the same rules live here too and name the field they concern. Defaults mirror the CRD's:
 `tests/operator/test_crd.py` holds the two in step.
 """

@@ -42,7 +42,7 @@ from backscroll_operator.config import OperatorConfig
 from backscroll_operator.handlers import Passes, register
 from backscroll_operator.names import TOKEN_ANNOTATION
 from tests.cluster.controlplane import NODES
-from tests.cluster.fixtures import cluster_namespace, control_plane  # noqa: F401
+# control_plane and cluster_namespace come from tests/conftest.py: one control plane per session.
 from tests.deploy.conftest import CHART, documents, helm, run  # noqa: F401
 
 from .proxy import ApiProxy, issue_certificate
@@ -152,6 +152,34 @@ class Api:
         """resource/name -> resourceVersion of everything of these kinds in the namespace."""
         return {f"{r}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
                 for r in resources for o in self.list(r)}
+
+
+class Versions:
+    """Every version of every object of these kinds in the namespace from now on, as watches
+    deliver them (the administrator's): what anyone with read access could have seen."""
+
+    def __init__(self, api: Api, *resources: str):
+        self.seen: list[dict] = []
+        self.client = httpx.Client(base_url=api.cp.server, verify=admin_tls(api.cp), timeout=None)
+        self.threads = []
+        for resource in resources:
+            since = self.client.get(api.path(resource)).raise_for_status().json()["metadata"]["resourceVersion"]
+            thread = threading.Thread(target=self._watch, args=(api.path(resource), since), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _watch(self, path: str, since: str) -> None:
+        with contextlib.suppress(httpx.HTTPError, RuntimeError):
+            with self.client.stream("GET", path, params={"watch": "true", "resourceVersion": since,
+                                                         "timeoutSeconds": "900"}) as response:
+                for line in response.iter_lines():
+                    if line.strip():
+                        self.seen.append(json.loads(line).get("object") or {})
+
+    def close(self) -> list[dict]:
+        time.sleep(1)  # the last events on their way
+        self.client.close()
+        return self.seen
 
 
 class ApiError(AssertionError):

@@ -1,5 +1,6 @@
-"""Two operators against one emulator: only the Lease's holder writes; the other takes over when
-the leader stops (it releases the Lease) or dies (the Lease expires), and reconciles what changed."""
+"""Two operators against the real control plane, as the chart's ServiceAccount (its Lease Role):
+only the Lease's holder writes; the other takes over when the leader stops (it releases the
+Lease) or dies (the Lease expires), and reconciles what changed."""
 
 from __future__ import annotations
 
@@ -11,74 +12,65 @@ from pydantic import ValidationError
 
 from backscroll_operator.config import OperatorConfig
 
-from .conftest import NS, eventually
-from .replicas import Replicas
+from .conftest import eventually
 from .test_scenarios import searchindex
 
-LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+HA = dict(lease_duration_s=3, lease_renew_s=0.5)
 
 
 def holder(api) -> str | None:
-    response = api.http.get(f"{LEASES}/backscroll-operator")
-    return None if response.status_code == 404 else response.json()["spec"].get("holderIdentity")
-
-
-def passes_run(replica) -> float:
-    return sum(sample.value for metric in replica.passes.metrics.registry.collect()
-               for sample in metric.samples if sample.name == "backscroll_operator_reconcile_passes_total")
+    lease = api.get("leases", "backscroll-operator")
+    return None if lease is None else lease["spec"].get("holderIdentity")
 
 
 def listed(replica) -> bool:
-    return bool(replica.passes.metrics.registry.get_sample_value(
-        "backscroll_operator_last_successful_list_timestamp_seconds"))
+    return bool(replica.sample("backscroll_operator_last_successful_list_timestamp_seconds"))
 
 
 def spy_writes(replica) -> list[str]:
     """Every write request this replica's own client sends (kopf's bookkeeping aside)."""
+    eventually(lambda: replica.passes.kube is not None)
     writes: list[str] = []
     replica.passes.kube.http.event_hooks["request"].append(
         lambda request: writes.append(f"{request.method} {request.url.path}") if request.method != "GET" else None)
     return writes
 
 
-def test_only_the_leader_writes_and_the_follower_takes_over(api, status_server):
-    with Replicas(status_server) as start:
-        a = start("replica-a")
-        eventually(lambda: holder(api) == "replica-a", timeout=30)
-        b = start("replica-b")
-        eventually(lambda: b.passes.leader is not None, timeout=30)
-        writes_b = spy_writes(b)
+def test_only_the_leader_writes_and_the_follower_takes_over(api, operators):
+    a = operators("replica-a", **HA)
+    eventually(lambda: holder(api) == "replica-a")
+    b = operators("replica-b", **HA)
+    eventually(lambda: b.passes.leader is not None)
+    writes_b = spy_writes(b)
 
-        api.create("searchindexes", searchindex("first", embeddings=False))
-        eventually(lambda: "first-api" in api.names("services"), timeout=30)
-        api.complete_job(eventually(lambda: next(n for n in api.names("jobs") if n.startswith("first-migrate-"))))
-        eventually(lambda: api.get("deployments", "first-api"), timeout=30)
-        eventually(lambda: (api.get("searchindexes", "first").get("status") or {}).get("conditions"), timeout=30)
-        # Several resyncs of the follower's: it lists, but runs no pass and writes only its Lease checks.
-        eventually(lambda: listed(b), timeout=30)
-        assert a.passes.leads() and not b.passes.leads()
-        assert [w for w in writes_b if "/leases" not in w] == []
-        assert passes_run(a) > 0 and passes_run(b) == 0, "the follower ran a pass"
+    api.create("searchindexes", searchindex("first", embeddings=False))
+    eventually(lambda: "first-api" in api.names("services"))
+    eventually(lambda: api.get("deployments", "first-api"))
+    eventually(lambda: (api.get("searchindexes", "first").get("status") or {}).get("conditions"))
+    # Several resyncs of the follower's: it lists, but runs no pass and writes only its Lease checks.
+    eventually(lambda: listed(b))
+    assert a.passes.leads() and not b.passes.leads()
+    assert [w for w in writes_b if "/leases" not in w] == []
+    assert a.passes_run() > 0 and b.passes_run() == 0, "the follower ran a pass"
 
-        a.stop()  # its cleanup releases the Lease
-        eventually(lambda: holder(api) == "replica-b", timeout=30)
-        eventually(b.passes.leads, timeout=30)
-        # Made after the leader went: the new leader applies it.
-        api.create("searchindexes", searchindex("second", embeddings=False))
-        eventually(lambda: "second-api" in api.names("services"), timeout=30)
-        api.patch("searchindexes", "first", {"spec": {"api": {"replicas": 3}}})
-        eventually(lambda: (api.get("deployments", "first-api") or {}).get("spec", {}).get("replicas") == 3,
-                   timeout=30)
-        assert any("/services" in w or "/deployments" in w for w in writes_b)
+    a.stop()  # its cleanup releases the Lease
+    eventually(lambda: holder(api) == "replica-b")
+    eventually(b.passes.leads)
+    # Made after the leader went: the new leader applies it.
+    api.create("searchindexes", searchindex("second", embeddings=False))
+    eventually(lambda: "second-api" in api.names("services"))
+    api.patch("searchindexes", "first", {"spec": {"api": {"replicas": 3}}})
+    eventually(lambda: (api.get("deployments", "first-api") or {}).get("spec", {}).get("replicas") == 3)
+    assert any("/services" in w or "/deployments" in w for w in writes_b)
 
 
-def test_a_dead_leader_is_taken_over_once_its_lease_expires(api, status_server):
+def test_a_dead_leader_is_taken_over_once_its_lease_expires(api, operators):
     # A leader that died without releasing: its Lease stays, renewed by this thread until it "dies".
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    api.http.post(LEASES, json={"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                "metadata": {"name": "backscroll-operator", "namespace": NS},
-                                "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 2,
-                                         "acquireTime": now, "renewTime": now}}).raise_for_status()
+    api.create("leases", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "backscroll-operator"},
+                          "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 2,
+                                   "acquireTime": now, "renewTime": now}})
     alive = threading.Event()
     alive.set()
     renewals = []
@@ -86,30 +78,28 @@ def test_a_dead_leader_is_taken_over_once_its_lease_expires(api, status_server):
     def renew():
         while alive.is_set():
             stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            api.http.patch(f"{LEASES}/backscroll-operator", json={"spec": {"renewTime": stamp}},
-                           headers={"Content-Type": "application/merge-patch+json"})
+            api.patch("leases", "backscroll-operator", {"spec": {"renewTime": stamp}})
             renewals.append(stamp)
             alive.wait(0.3)
 
     ghost = threading.Thread(target=renew, daemon=True)
     ghost.start()
     try:
-        with Replicas(status_server) as start:
-            b = start("replica-b")
-            eventually(lambda: b.passes.leader is not None, timeout=30)
-            api.create("searchindexes", searchindex("search", embeddings=False))
-            # While the ghost renews, the follower lists (resyncs) but never reconciles.
-            eventually(lambda: listed(b), timeout=30)
-            seen = len(renewals)
-            eventually(lambda: len(renewals) > seen + 3, timeout=30)
-            assert holder(api) == "ghost" and not b.passes.leads()
-            assert "search-api" not in api.names("services")
+        b = operators("replica-b", **HA)
+        eventually(lambda: b.passes.leader is not None)
+        api.create("searchindexes", searchindex("search", embeddings=False))
+        # While the ghost renews, the follower lists (resyncs) but never reconciles.
+        eventually(lambda: listed(b))
+        seen = len(renewals)
+        eventually(lambda: len(renewals) > seen + 3)
+        assert holder(api) == "ghost" and not b.passes.leads()
+        assert "search-api" not in api.names("services")
 
-            alive.clear()  # the leader dies
-            eventually(lambda: holder(api) == "replica-b", timeout=30)
-            eventually(lambda: "search-api" in api.names("services"), timeout=30)
-            lease = api.http.get(f"{LEASES}/backscroll-operator").json()["spec"]
-            assert lease["leaseTransitions"] == 1 and lease["leaseDurationSeconds"] == 3
+        alive.clear()  # the leader dies
+        eventually(lambda: holder(api) == "replica-b")
+        eventually(lambda: "search-api" in api.names("services"))
+        lease = api.get("leases", "backscroll-operator")["spec"]
+        assert lease["leaseTransitions"] == 1 and lease["leaseDurationSeconds"] == 3
     finally:
         alive.clear()
         ghost.join(5)

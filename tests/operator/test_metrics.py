@@ -1,4 +1,4 @@
-"""The operator's /metrics and /healthz: served by the real operator against the emulator."""
+"""The operator's /metrics and /healthz: served by the real operator on the real control plane."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from backscroll_operator.main import settings
 from backscroll_operator.metrics import Metrics
 
-from .conftest import NS, eventually, report
-from .replicas import Replicas
+from .conftest import eventually, report
 from .test_scenarios import MODEL, bring_up
+
+NS = "default"  # the pure tests' namespace label
 
 
 def scrape(replica) -> dict[tuple, float]:
@@ -61,52 +62,52 @@ def test_backfill_rate_and_eta_from_successive_readings():
     assert get("backscroll_searchindex_mode", {"namespace": NS, "name": "search", "mode": "hybrid"}) is None
 
 
-def test_metrics_of_passes_and_indexes(api, status_server):
-    with Replicas(status_server) as start:
-        replica = start("replica-a", metrics_port=0, metrics_host="127.0.0.1")
-        eventually(lambda: replica.passes.server is not None, timeout=30)
-        bring_up(api, status_server)
-        eventually(lambda: value(scrape(replica), "backscroll_searchindex_mode",
-                                 namespace=NS, name="search", mode="hybrid") == 1, timeout=30)
-        samples = scrape(replica)
-        assert value(samples, "backscroll_searchindex_mode", namespace=NS, name="search", mode="lexical") == 0
-        assert value(samples, "backscroll_searchindex_coverage_ratio", namespace=NS, name="search", model=MODEL) == 1
-        assert value(samples, "backscroll_operator_leader") == 1
-        for trigger in ("change", "child"):
-            assert total(samples, "backscroll_operator_reconcile_passes_total", trigger=trigger) > 0, trigger
-        eventually(lambda: value(scrape(replica), "backscroll_operator_reconcile_passes_total",
-                                 trigger="resync", outcome="ok"), timeout=30)
-        assert value(scrape(replica), "backscroll_operator_pass_duration_seconds_count", trigger="resync") > 0
+def test_metrics_of_passes_and_indexes(api, operators, status_server):
+    ns = api.ns
+    replica = operators("replica-a", metrics_port=0, metrics_host="127.0.0.1")
+    eventually(lambda: replica.passes.server is not None)
+    bring_up(api, status_server)
+    eventually(lambda: value(scrape(replica), "backscroll_searchindex_mode",
+                             namespace=ns, name="search", mode="hybrid") == 1)
+    samples = scrape(replica)
+    assert value(samples, "backscroll_searchindex_mode", namespace=ns, name="search", mode="lexical") == 0
+    assert value(samples, "backscroll_searchindex_coverage_ratio", namespace=ns, name="search", model=MODEL) == 1
+    assert value(samples, "backscroll_operator_leader") == 1
+    for trigger in ("change", "child"):
+        assert total(samples, "backscroll_operator_reconcile_passes_total", trigger=trigger) > 0, trigger
+    eventually(lambda: value(scrape(replica), "backscroll_operator_reconcile_passes_total",
+                             trigger="resync", outcome="ok"))
+    assert value(scrape(replica), "backscroll_operator_pass_duration_seconds_count", trigger="resync") > 0
 
-        # A second model backfills: its rate comes from the embedded counts the API reports.
-        status_server.reports["search"] = report("hybrid", MODEL, embedded=120, total=120)
-        status_server.reports["search"]["models"].append(
-            {"model": "next", "dimensions": 768, "current": False, "embedded": 10, "total": 1000,
-             "coverage": 0.01, "backfill": {"state": "running"}})
-        eventually(lambda: value(scrape(replica), "backscroll_searchindex_backfill_remaining",
-                                 namespace=NS, name="search", model="next") == 990, timeout=30)
-        status_server.reports["search"]["models"][1].update(embedded=500, coverage=0.5)
-        rate = eventually(lambda: value(scrape(replica), "backscroll_searchindex_backfill_rate",
-                                        namespace=NS, name="search", model="next"), timeout=30)
-        eta = value(scrape(replica), "backscroll_searchindex_backfill_eta_seconds",
-                    namespace=NS, name="search", model="next")
-        assert rate > 0 and eta > 0
+    # A second model backfills: its rate comes from the embedded counts the API reports.
+    status_server.reports["search"] = report("hybrid", MODEL, embedded=120, total=120)
+    status_server.reports["search"]["models"].append(
+        {"model": "next", "dimensions": 768, "current": False, "embedded": 10, "total": 1000,
+         "coverage": 0.01, "backfill": {"state": "running"}})
+    eventually(lambda: value(scrape(replica), "backscroll_searchindex_backfill_remaining",
+                             namespace=ns, name="search", model="next") == 990)
+    status_server.reports["search"]["models"][1].update(embedded=500, coverage=0.5)
+    rate = eventually(lambda: value(scrape(replica), "backscroll_searchindex_backfill_rate",
+                                    namespace=ns, name="search", model="next"))
+    eta = value(scrape(replica), "backscroll_searchindex_backfill_eta_seconds",
+                namespace=ns, name="search", model="next")
+    assert rate > 0 and eta > 0
 
 
-def test_liveness_fails_while_the_api_server_fails(api, status_server, cluster):
-    with Replicas(status_server) as start:
-        replica = start("replica-a", metrics_port=0, metrics_host="127.0.0.1", liveness_stale_s=2)
-        eventually(lambda: replica.passes.server is not None, timeout=30)
-        eventually(lambda: health(replica) == 200, timeout=30)
-        cluster.emulator.failing = 500  # every list and watch now answers 500
-        try:
-            eventually(lambda: health(replica) == 503, timeout=30)
-            body = httpx.get(f"{replica.url}/healthz", timeout=10).json()
-            assert body["ok"] is False and body["boundSeconds"] == 2
-            assert value(scrape(replica), "backscroll_operator_errors_total", where="resync") > 0
-        finally:
-            cluster.emulator.failing = None
-        eventually(lambda: health(replica) == 200, timeout=30)
+def test_liveness_fails_while_the_api_server_is_unreachable(operators, proxy):
+    replica = operators("replica-a", metrics_port=0, metrics_host="127.0.0.1", liveness_stale_s=4,
+                        leader_election=False)
+    eventually(lambda: replica.passes.server is not None)
+    eventually(lambda: health(replica) == 200)
+    proxy.disconnect()  # the operator's connections to the API server drop, new ones are refused
+    try:
+        eventually(lambda: health(replica) == 503)
+        body = httpx.get(f"{replica.url}/healthz", timeout=10).json()
+        assert body["ok"] is False and body["boundSeconds"] == 4
+        assert value(scrape(replica), "backscroll_operator_errors_total", where="resync") > 0
+    finally:
+        proxy.reconnect()
+    eventually(lambda: health(replica) == 200)
 
 
 def test_a_replica_that_loses_the_lease_drops_its_index_gauges():

@@ -280,6 +280,7 @@ def bring_up_gated(api, status_server, gate):
     worker_gate = gate("worker")
     worker_gate.open()
     bring_up(api, status_server, worker={"pod": {"nodeSelector": worker_gate.selector}})
+    eventually(lambda: rollout_of(api).get("phase") == "Complete")
     return worker_gate
 
 
@@ -320,7 +321,7 @@ def test_retain_previous_false_prunes_the_superseded_model(api, operator, status
 
 def test_a_spec_the_server_cannot_refuse_but_the_operator_must_sets_a_condition_and_is_not_retried(
         api, operator, status_server, proxy):
-    """The CRD refuses what it can (tests/operator/test_crd_server.py); a model's dimensions changed
+    """The CRD refuses what it can (tests/operator/test_real_server.py); a model's dimensions changed
     under its name after another model was in between (A 384 -> B -> A 256) is seen only by the
     operator, which remembers each model's dimensions in the status."""
     with operator() as replica:
