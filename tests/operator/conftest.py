@@ -156,29 +156,37 @@ class Api:
 
 class Versions:
     """Every version of every object of these kinds in the namespace from now on, as watches
-    deliver them (the administrator's): what anyone with read access could have seen."""
+    deliver them (the administrator's): what anyone with read access could have seen. Each watch
+    ends by itself every few seconds and resumes until close(): its connection is only ever
+    closed by its own thread."""
 
     def __init__(self, api: Api, *resources: str):
         self.seen: list[dict] = []
-        self.client = httpx.Client(base_url=api.cp.server, verify=admin_tls(api.cp), timeout=None)
+        self.stop = threading.Event()
         self.threads = []
         for resource in resources:
-            since = self.client.get(api.path(resource)).raise_for_status().json()["metadata"]["resourceVersion"]
-            thread = threading.Thread(target=self._watch, args=(api.path(resource), since), daemon=True)
+            thread = threading.Thread(target=self._watch, args=(api, api.path(resource)), daemon=True)
             thread.start()
             self.threads.append(thread)
 
-    def _watch(self, path: str, since: str) -> None:
-        with contextlib.suppress(httpx.HTTPError, RuntimeError):
-            with self.client.stream("GET", path, params={"watch": "true", "resourceVersion": since,
-                                                         "timeoutSeconds": "900"}) as response:
-                for line in response.iter_lines():
-                    if line.strip():
-                        self.seen.append(json.loads(line).get("object") or {})
+    def _watch(self, api: Api, path: str) -> None:
+        with httpx.Client(base_url=api.cp.server, verify=admin_tls(api.cp), timeout=30) as client:
+            since = client.get(path).raise_for_status().json()["metadata"]["resourceVersion"]
+            while not self.stop.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    with client.stream("GET", path, params={"watch": "true", "resourceVersion": since,
+                                                            "timeoutSeconds": "3"}) as response:
+                        for line in response.iter_lines():
+                            if line.strip():
+                                body = json.loads(line).get("object") or {}
+                                self.seen.append(body)
+                                since = (body.get("metadata") or {}).get("resourceVersion") or since
 
     def close(self) -> list[dict]:
         time.sleep(1)  # the last events on their way
-        self.client.close()
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
         return self.seen
 
 

@@ -109,9 +109,9 @@ class ApiProxy:
 
     def stop(self) -> None:
         self.stopping.set()
-        with contextlib.suppress(OSError):
-            self.listener.close()
+        _shut(self.listener)  # the accept loop wakes and closes it
         self._close_all()
+        self.thread.join(10)
 
     def disconnect(self) -> None:
         """Cut the operator off: open connections (watches) close, new ones are refused."""
@@ -137,24 +137,26 @@ class ApiProxy:
     # --- the proxy ------------------------------------------------------------------------------
 
     def _close_all(self) -> None:
+        """Ends every open connection: shut down here, closed by the thread that serves it. A
+        socket closed from another thread frees its descriptor while OpenSSL in the serving
+        thread may still write to that number, which by then can be a subprocess's pipe."""
         with self.lock:
             sockets = list(self.open)
         for s in sockets:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                s.close()
+            _shut(s)
 
     def _accept(self) -> None:
         while not self.stopping.is_set():
             try:
                 raw, _ = self.listener.accept()
             except OSError:
-                return
+                break
             if self.cut.is_set():
                 raw.close()
                 continue
             threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+        with contextlib.suppress(OSError):
+            self.listener.close()
 
     def _track(self, *sockets: socket.socket) -> None:
         with self.lock:
@@ -213,6 +215,13 @@ class ApiProxy:
             pass
         finally:
             self._untrack(*(s for s in (raw, client, upstream) if s is not None))
+
+
+def _shut(s: socket.socket) -> None:
+    # The plain socket's shutdown: SSLSocket's own would also drop its SSL object under the
+    # thread that is using it.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(s, socket.SHUT_RDWR)
 
 
 def _read_request(client: ssl.SSLSocket) -> tuple[str | None, bytes]:

@@ -6,47 +6,28 @@ watches resumed after 410 Gone, and child watches selected on the server."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
-import httpx
 import pytest
 
 from backscroll_operator.spec import parse
 
-from .conftest import (CHILD_KINDS, ApiError, admin_tls, child_writes, eventually, forbidden, install_rbac, report,
+from .conftest import (CHILD_KINDS, ApiError, Versions, child_writes, eventually, forbidden, install_rbac, report,
                        through)
 from .test_scenarios import IMAGE, MODEL, available, bring_up, condition, listed_after, passes_after, searchindex
 
 
-class ReplicasSeen:
+class ReplicasSeen(Versions):
     """Every spec.replicas the API server holds for a Deployment from now on, from a watch."""
 
     def __init__(self, api, name: str):
-        self.values: list[int | None] = []
-        self.stop = threading.Event()
-        live = api.get("deployments", name)
-        self.values.append(live["spec"].get("replicas"))
-        self.client = httpx.Client(base_url=api.cp.server, verify=admin_tls(api.cp), timeout=None)
-        self.params = {"watch": "true", "fieldSelector": f"metadata.name={name}",
-                       "resourceVersion": live["metadata"]["resourceVersion"], "timeoutSeconds": "600"}
-        self.path = api.path("deployments")
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        with self.client.stream("GET", self.path, params=self.params) as response:
-            for line in response.iter_lines():
-                if self.stop.is_set():
-                    return
-                if line.strip():
-                    event = json.loads(line)
-                    self.values.append(((event.get("object") or {}).get("spec") or {}).get("replicas"))
+        self.first = api.get("deployments", name)["spec"].get("replicas")
+        self.name = name
+        super().__init__(api, "deployments")
 
     def close(self) -> list[int | None]:
-        self.stop.set()
-        self.client.close()
-        return self.values
+        return [self.first] + [(o.get("spec") or {}).get("replicas") for o in super().close()
+                               if (o.get("metadata") or {}).get("name") == self.name]
 
 
 def test_replicas_handed_to_an_autoscaler_stay_where_they_were(api, operator, status_server, kubectl):
