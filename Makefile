@@ -61,7 +61,7 @@ operator: $(STAMP) ## Run the SearchIndex operator against the current kubeconfi
 	kubectl apply -k k8s/base/crd
 	$(BIN)/backscroll-operator --verbose $(if $(NAMESPACE),--namespace $(NAMESPACE))
 
-operator-test: $(STAMP) ## Run the operator's tests only (kopf against a Kubernetes API emulator, no cluster)
+operator-test: $(STAMP) ## Run the operator's tests only (on the real control plane of tests/cluster, started per session)
 	$(BIN)/python -m pytest -q tests/operator
 
 # --- deployables: Helm chart, kustomize, images ----------------------------------------------------
