@@ -448,7 +448,7 @@ def test_without_a_status_token_children_run_but_ready_says_why(api, operator, s
 def test_idle_passes_write_nothing(api, operator, status_server, proxy):
     """Ten resync passes over a Ready index send no write: each child is compared with what the
     server stores (its own canonical forms), so nothing is applied again."""
-    with operator() as replica:
+    with operator(interval_s=1) as replica:
         bring_up(api, status_server)
         passes_after(replica, 2)
         time.sleep(1)
