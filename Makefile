@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps schema mutation mutation-full operator operator-test bench bench-quality clean \
+.PHONY: help install run serve migrate test browser-deps schema mutation mutation-all mutation-full mutation-missing operator operator-test bench bench-quality clean \
 	helm chart-sync deploy-test images image-deps images-clean e2e-kind
 
 help: ## Show this help
@@ -49,13 +49,20 @@ schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, ind
 	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql
 	rm -rf .schema-pg
 
-# make mutation runs each mutant against the tests that killed it last time (tests/mutation/killers.json),
-# falling back to its full suites when they no longer do; make mutation-full rewrites that map.
-mutation: $(STAMP) ## Prove the privacy tests bite: weaken each narrowing predicate, expect named failures (recorded killers)
+# make mutation runs the mutants a change touched against the tests that killed them last time
+# (tests/mutation/killers.json), falling back to full suites when they no longer do; mutation-full
+# rewrites that map, mutation-missing adds the entries it lacks.
+mutation: $(STAMP) ## Prove the privacy tests bite: each mutant a change touches (its anchor or its killing tests), from the killers map
 	$(BIN)/python tests/mutation/run.py
+
+mutation-all: $(STAMP) ## The mutation check on every mutant, each against its recorded killers (else its full suites)
+	$(BIN)/python tests/mutation/run.py --all
 
 mutation-full: $(STAMP) ## The mutation check on every mutant's full suites (long); rewrites tests/mutation/killers.json
 	$(BIN)/python tests/mutation/run.py --full
+
+mutation-missing: $(STAMP) ## As mutation-full, only for the mutants the killers map has no entry for (a new or changed mutant)
+	$(BIN)/python tests/mutation/run.py --missing
 
 operator: $(STAMP) ## Run the SearchIndex operator against the current kubeconfig (installs the CRD first)
 	kubectl apply -k k8s/base/crd

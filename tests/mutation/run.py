@@ -10,7 +10,12 @@ Two modes:
   its own `suites`), and tests/mutation/killers.json is rewritten: for each mutant killed, the
   tests that failed under it (pytest node ids, with how long each took). A mutant's entry is
   keyed by its name and a hash of (file, constant, old, new), so a changed mutant has none.
-- the default (`make mutation`, CI): a mutant with an entry runs only a few of its recorded
+- the default (`make mutation`, CI): only the mutants a change touches run. Each entry of the map
+  carries a fingerprint of what its verdict rests on: the mutated constant's text (its anchor) and
+  the files of the tests that killed it. A mutant whose fingerprint is unchanged since the map was
+  written was killed, by those names, on that very text, and is reported as such without running;
+  `--all` (`make mutation-all`) runs every mutant instead. A mutant that runs, with an entry,
+  runs only a few of its recorded
   killers (the fastest; the one its `named` asks for; every test marked `privacy` for an
   `all_privacy` mutant). If they fail under the mutant it is killed, by those names. If it has no
   entry, or its recorded killers no longer kill it (or no longer exist, or fail on the unmutated
@@ -84,6 +89,18 @@ def mutant_key(mutant: Mutant) -> str:
     """The mutant's entry in the killers map: its name and a hash of what it does."""
     what = json.dumps([mutant.file, mutant.constant, mutant.old, mutant.new])
     return f"{mutant.name} [{hashlib.sha256(what.encode()).hexdigest()[:12]}]"
+
+
+def fingerprint(mutant: Mutant, killers) -> str:
+    """What a recorded kill rests on: the anchor's text (the constant the mutant edits, as it is
+    now) and the files of the tests that killed it."""
+    source = (ROOT / mutant.file).read_text()
+    lo, hi = constant_region(source, mutant.constant, sql=mutant.file.endswith(".sql"))
+    h = hashlib.sha256(source[lo:hi].encode())
+    for rel in sorted({t.split("::")[0] for t in killers}):
+        path = ROOT / rel
+        h.update(b"\0" + rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(gone)"))
+    return h.hexdigest()[:16]
 
 
 def test_name(node_id: str) -> str:
@@ -286,7 +303,14 @@ def main() -> int:
     parser.add_argument("--full", action="store_true",
                         help="run every mutant against its full suites and rewrite tests/mutation/killers.json "
                              "(make mutation-full)")
+    parser.add_argument("--missing", action="store_true",
+                        help="as --full, but only for the mutants the killers map has no entry for; the other "
+                             "entries stay (make mutation-missing: after adding or changing a mutant)")
+    parser.add_argument("--all", action="store_true",
+                        help="run every mutant (from the map where it has an entry), not only those a change "
+                             "touches (make mutation-all)")
     args = parser.parse_args()
+    args.full = args.full or args.missing
     started = time.monotonic()
     everything = [*MUTANTS, *HISTORY_MUTANTS]
     chosen = [m for m in everything if not args.k or args.k in m.name]
@@ -295,6 +319,11 @@ def main() -> int:
         return 1
     known = json.loads(KILLERS.read_text())["mutants"] if KILLERS.exists() else {}
     keys = {m.name: mutant_key(m) for m in everything}
+    if args.missing:
+        chosen = [m for m in chosen if keys[m.name] not in known]
+        if not chosen:
+            print("every mutant has an entry in the killers map")
+            return 0
     mode = "full suites for every mutant; rewrites tests/mutation/killers.json" if args.full else \
         f"recorded killers from {KILLERS.relative_to(ROOT)} ({len(known)} entries), else full suites"
     print(f"mutation check: {len(chosen)} mutant(s), {args.jobs} at a time; {mode}", flush=True)
@@ -307,6 +336,16 @@ def main() -> int:
             broken[mutant.name] = problem
             print(f"!! {problem}", flush=True)
     runnable = [m for m in chosen if m.name not in broken]
+    # Untouched since the map was written: killed then, by the recorded names, on this very text.
+    untouched = []
+    if not (args.full or args.all):
+        for mutant in runnable:
+            entry = known.get(keys[mutant.name])
+            if entry and entry.get("fingerprint") == fingerprint(mutant, entry["killers"]):
+                untouched.append(mutant)
+        runnable = [m for m in runnable if m not in untouched]
+        print(f"{len(untouched)} mutant(s) untouched since the killers map was written (anchor and killing tests "
+              f"unchanged; --all runs them too), {len(runnable)} to run", flush=True)
     if not args.full:
         stale = sorted(set(known) - set(keys.values()))
         if stale:
@@ -442,7 +481,7 @@ def main() -> int:
     survivors = [(o.mutant.name, o.problem) for o in outcomes.values() if o.problem is not None]
     survivors += list(broken.items())
     if args.full:
-        write_map(known, keys, chosen, list(outcomes.values()), partial=bool(args.k))
+        write_map(known, keys, chosen, list(outcomes.values()), partial=bool(args.k) or args.missing)
 
     total = time.monotonic() - started
     mapped = [o for o in outcomes.values() if o.from_map]
@@ -459,7 +498,8 @@ def main() -> int:
         for name, problem in survivors:
             print(f"  - {name}: {problem}")
         return 1
-    print(f"\nall {len(chosen)} mutants killed")
+    print(f"\nall {len(chosen)} mutants killed" + (f" ({len(untouched)} of them as recorded, untouched since)"
+                                                    if untouched else ""))
     return 0
 
 
@@ -473,6 +513,7 @@ def write_map(known: dict, keys: dict[str, str], chosen: list[Mutant], outcomes:
         if o.problem is None:
             entries[keys[o.mutant.name]] = {
                 "seconds": round(o.full_wall or o.wall, 1),
+                "fingerprint": fingerprint(o.mutant, o.seconds),
                 "killers": {t: round(s, 2) for t, s in sorted(o.seconds.items())},
             }
     document = {
