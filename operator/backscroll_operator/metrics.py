@@ -7,7 +7,9 @@ successive readings of a model's embedded count (delta / elapsed), with an ETA o
 at that rate.
 
 `/healthz` answers 503 when the operator has not listed SearchIndexes successfully for longer
-than its bound: kopf's own liveness endpoint answers 200 while its watches fail.
+than its bound: kopf's own liveness endpoint answers 200 while its watches fail. `/readyz` also
+answers 503 until the first successful list: during a rolling update (`maxUnavailable: 0`) the old
+replica is only stopped once the new one has reached the API server with its credentials.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Metrics:
         self._models: dict[tuple[str, str], set[str]] = {}
         self._guard = threading.Lock()
         self._last_ok = time.monotonic()  # the bound starts at startup: a slow first list is not dead
+        self._listed_once = False
 
     # --- recording -------------------------------------------------------------------------------
 
@@ -69,6 +72,7 @@ class Metrics:
     def listed(self) -> None:
         """The resync listed SearchIndexes: the operator can reach and read the API server."""
         self._last_ok = time.monotonic()
+        self._listed_once = True
         self.last_list.set_to_current_time()
 
     def index(self, namespace: str, name: str, status: dict, now: float | None = None) -> None:
@@ -152,15 +156,24 @@ class Metrics:
         ok = age <= stale_s
         return ok, {"ok": ok, "lastSuccessfulListAgeSeconds": round(age, 3), "boundSeconds": stale_s}
 
+    def readiness(self, stale_s: float) -> tuple[bool, dict]:
+        """Healthy, and has listed SearchIndexes at least once (a follower is ready too: it
+        watches and can take the Lease over)."""
+        ok, report = self.health(stale_s)
+        if not self._listed_once:
+            report = {**report, "ok": False, "lastSuccessfulListAgeSeconds": None,
+                      "reason": "SearchIndexes not listed yet"}
+        return ok and self._listed_once, report
+
 
 class Server:
-    """`/metrics` (Prometheus text) and `/healthz` on one port, in a daemon thread."""
+    """`/metrics` (Prometheus text), `/healthz` and `/readyz` on one port, in a daemon thread."""
 
     def __init__(self, metrics: Metrics, host: str, port: int, stale_s: float,
-                 health_path: str = "/healthz", metrics_path: str = "/metrics"):
+                 health_path: str = "/healthz", metrics_path: str = "/metrics", ready_path: str = "/readyz"):
         outer = self
         self.metrics, self.stale_s = metrics, stale_s
-        self.health_path, self.metrics_path = health_path, metrics_path
+        self.health_path, self.metrics_path, self.ready_path = health_path, metrics_path, ready_path
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's naming)
@@ -169,6 +182,9 @@ class Server:
                     return self._send(200, generate_latest(outer.metrics.registry), CONTENT_TYPE_LATEST)
                 if path == outer.health_path:
                     ok, report = outer.metrics.health(outer.stale_s)
+                    return self._send(200 if ok else 503, json.dumps(report).encode(), "application/json")
+                if path == outer.ready_path:
+                    ok, report = outer.metrics.readiness(outer.stale_s)
                     return self._send(200 if ok else 503, json.dumps(report).encode(), "application/json")
                 return self._send(404, b"not found\n", "text/plain")
 
