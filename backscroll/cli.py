@@ -34,8 +34,10 @@ def _conn(settings: Settings, autocommit: bool = True):
 
 def cmd_migrate(args, settings: Settings) -> int:
     from .store.migrate import migrate
+    from .store.prerequisites import wait_for_prerequisites
 
     url = _url(settings)
+    wait_for_prerequisites(url, settings.schema_wait_s)
     applied = migrate(url)
     if applied:
         for mig in applied:

@@ -318,7 +318,8 @@ class Settings(BaseSettings):
         description=(
             "How long `backscroll worker` and `backscroll backfill` wait, at start, for the database to answer, "
             "every migration of this build to be applied and the model to be registered (the migration Job "
-            "may still be running), before they exit with the reason. 0: do not wait."),
+            "may still be running), and `backscroll migrate` for the database to answer and the extensions "
+            "it may not create to exist, before they exit with the reason. 0: do not wait."),
     )
     worker_max_attempts: int = Field(
         default=5, ge=1, description="Failed attempts after which a message's job is parked with its error."

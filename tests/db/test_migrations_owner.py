@@ -81,6 +81,7 @@ def test_without_the_extensions_the_owner_is_told_what_to_do(owned, monkeypatch,
         assert schema_version(conn) == 0  # nothing half-applied
 
     monkeypatch.setenv("BACKSCROLL_DATABASE_URL", url)
+    monkeypatch.setenv("BACKSCROLL_SCHEMA_WAIT_S", "0")  # look once: no superuser is coming
     monkeypatch.chdir(tmp_path)
     get_settings.cache_clear()
     try:
