@@ -120,9 +120,8 @@ images-clean: ## Forget the built images, their layers and the cached Debian bas
 		rm -rf "$$BACKSCROLL_IMAGE_CACHE" && echo "images-clean: removed $$BACKSCROLL_IMAGE_CACHE"
 
 KIND_CLUSTER ?= backscroll-e2e
-e2e-kind: $(HELM) ## With Docker and kind: cluster, images, chart, a SearchIndex, Ready, one search; then tear down
-	$(MAKE) images CONTAINER_BUILD=docker
-	KIND_CLUSTER=$(KIND_CLUSTER) HELM=$(HELM) VERSION=$(VERSION) REGISTRY=$(REGISTRY) bash tests/deploy/e2e_kind.sh
+e2e-kind: $(STAMP) $(HELM) cluster-build ## With Docker and kind: the control-plane suites (tests/cluster, tests/operator) on a kind cluster; then tear down
+	KIND_CLUSTER=$(KIND_CLUSTER) PYTEST_ARGS='$(PYTEST_ARGS)' bash tests/deploy/e2e_kind.sh
 
 # --- a real control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok ------
 # Built from the Go modules pinned in tests/cluster/ (Kubernetes v1.37.2) into a cache outside the

@@ -18,21 +18,39 @@ asks for it fails (never skips). It yields a ControlPlane:
     cp.service_account_kubeconfig(ns, name, create=True)  -> Path (TokenRequest token)
 
 `cluster_namespace` (function scope) is a fresh namespace for one test, deleted afterwards.
+
+With BACKSCROLL_TEST_KUBECONFIG set (`make e2e-kind`), `control_plane` is that cluster instead
+(tests/cluster/external.py): the same suites, unchanged, on a cluster someone else runs; tests
+marked `own_control_plane` are about ours and are deselected there.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+from pathlib import Path
 
 import pytest
 
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+from tests.cluster.external import ExternalControlPlane
+
+EXTERNAL = "BACKSCROLL_TEST_KUBECONFIG"
+EXTERNAL_CA_KEY = "BACKSCROLL_TEST_CA_KEY"
+
+
+def make_control_plane(state: Path, environ=os.environ) -> ControlPlane:
+    """Ours, or the cluster BACKSCROLL_TEST_KUBECONFIG names."""
+    if environ.get(EXTERNAL):
+        return ExternalControlPlane(state, Path(environ[EXTERNAL]), environ.get(EXTERNAL_CA_KEY) or None,
+                                    die_with_parent=True)
+    return ControlPlane(state, die_with_parent=True)
 
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory):
-    cp = ControlPlane(tmp_path_factory.mktemp("cluster"), die_with_parent=True)
+    cp = make_control_plane(tmp_path_factory.mktemp("cluster"))
     try:
         cp.up()
     except ControlPlaneError as e:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.cluster.controlplane import NODES
 
 WAIT = "--timeout=180s"  # a busy machine: controllers settle when they settle
@@ -31,6 +33,7 @@ def deployment(name: str, *, replicas: int | None = None, container: dict | None
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}
 
 
+@pytest.mark.own_control_plane
 def test_nodes_are_kwok_nodes_and_ready(control_plane):
     nodes = json.loads(control_plane.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     assert sorted(n["metadata"]["name"] for n in nodes) == sorted(NODES)
