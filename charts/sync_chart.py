@@ -34,7 +34,10 @@ VALUES_SCHEMA = CHART / "values.schema.json"
 
 
 # CEL rules values.schema.json cannot express (rule text -> why); the API server still checks them.
-SERVER_ONLY_RULES: dict[str, str] = {}
+SERVER_ONLY_RULES: dict[str, str] = {
+    "self.replicas < 2 || !has(self.modelCache.claimName)":
+        "it compares a value (replicas) and reads a nested field; the operator's spec check refuses it too",
+}
 # Rules Helm checks only in part (rule text -> (the part Helm checks, why)); the API server checks all.
 HELM_CHECKS_PART: dict[str, tuple[str, str]] = {
     "has(self.secretRef) != has(self.cnpgClusterRef)": (

@@ -8,6 +8,7 @@ the same rules live here too and name the field they concern. Defaults mirror th
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -29,9 +30,12 @@ class SpecError(ValueError):
 
 
 class _Model(BaseModel):
-    # camelCase as in the manifest; unknown fields are refused rather than silently ignored,
-    # because a misspelt optional field would otherwise look applied.
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    # camelCase as in the manifest. Fields this operator does not know are ignored, not refused: a
+    # newer CRD's defaulted field reaches an older operator in every object (the API server fills
+    # defaults in as it reads), and refusing it made every index InvalidSpec during an upgrade.
+    # `unknown_fields` names them for the log. A misspelt field does not get this far: the CRD's
+    # schema refuses it (a strict client) or prunes it.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
 
 
 class SecretKeyRef(_Model):
@@ -172,6 +176,14 @@ class ModelSource(_Model):
     volume: ModelVolume | None = None
 
 
+# The CRD's CEL rule on `server` says the same, word for word (tests/operator/test_tei_volumes.py).
+MULTI_ATTACH = (
+    "modelCache.claimName with 2 or more replicas: every replica would mount the claim read-write, and a "
+    "ReadWriteOnce claim attaches to one node only (Multi-Attach errors). Run one replica, drop claimName "
+    "(each pod then caches in an emptyDir), or put the weights on a ReadOnlyMany or ReadWriteMany claim "
+    "given as modelSource.volume.")
+
+
 class Server(_Model):
     image: str = DEFAULT_SERVER_IMAGE
     model_id: str | None = None
@@ -188,6 +200,8 @@ class Server(_Model):
     def _one_volume(self) -> Server:
         if self.model_source.volume is not None and self.model_cache.claim_name is not None:
             raise ValueError("modelSource.volume replaces modelCache: drop modelCache.claimName")
+        if self.replicas >= 2 and self.model_cache.claim_name is not None:
+            raise ValueError(MULTI_ATTACH)
         return self
 
 
@@ -276,6 +290,37 @@ class SearchIndexSpec(_Model):
     def hibernated(self) -> bool:
         """Scaled to zero on purpose: spec.hibernate, or an API of 0 replicas the operator manages."""
         return self.hibernate or (self.api.replicas == 0 and self.api.manage_replicas and self.api.autoscaling is None)
+
+
+def unknown_fields(spec: dict | None) -> list[str]:
+    """Paths of the fields in `spec` this operator version does not know (`spec.api.futureField`):
+    ignored by `parse`, named here so the operator can say so once."""
+    return sorted(_unknown(SearchIndexSpec, spec or {}, "spec"))
+
+
+def _unknown(model: type[BaseModel], value, path: str) -> list[str]:
+    if not isinstance(value, dict):
+        return []
+    known = {}
+    for name, info in model.model_fields.items():
+        known[name] = known[info.alias or name] = info.annotation
+    found = []
+    for key, item in value.items():
+        if key not in known:
+            found.append(f"{path}.{key}")
+        elif (inner := _model_in(known[key])) is not None:
+            found += _unknown(inner, item, f"{path}.{key}")
+    return found
+
+
+def _model_in(annotation) -> type[BaseModel] | None:
+    """The model a field holds (`Server | None` -> Server); None for free-form maps and lists."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (inner := _model_in(arg)) is not None:
+            return inner
+    return None
 
 
 def _field_path(loc: tuple) -> str:

@@ -136,5 +136,6 @@ def test_kustomize_builds_the_operator_and_its_crd():
     kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout) if d]
     assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
                                     "ClusterRoleBinding", "Deployment", "Service",
+                                    "PodDisruptionBudget",  # two replicas: a drain takes one at a time
                                     "Role", "RoleBinding",  # the operator's metrics; its Lease
                                     "Role", "RoleBinding"])  # what it does in the namespace it watches
