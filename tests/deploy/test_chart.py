@@ -50,14 +50,16 @@ def test_quickstart_postgresql_is_off_by_default_and_labelled_as_not_for_product
     assert not of_kind(render(), "StatefulSet") and not of_kind(render(), "Secret")
     docs = render(CHART / "examples/quickstart.yaml")
     (database,) = of_kind(docs, "StatefulSet")
-    (secret,) = of_kind(docs, "Secret")
     (index,) = of_kind(docs, "SearchIndex")
     assert "not-for-production" in " ".join(database["metadata"]["annotations"])
     assert database["spec"]["template"]["spec"]["containers"][0]["image"].startswith("docker.io/pgvector/pgvector:")
-    # It writes the very Secret the SearchIndex reads, so the quickstart needs no manual step there.
-    assert secret["metadata"]["name"] == index["spec"]["database"]["secretRef"]["name"]
-    assert set(secret["stringData"]) == {"password", "uri"}
-    assert secret["stringData"]["uri"].startswith("postgresql://backscroll:")
+    # Its Job writes the very Secret the SearchIndex reads, so the quickstart needs no manual step
+    # there (tests/operator/test_chart_jobs.py runs it); the chart renders no password.
+    assert not of_kind(docs, "Secret")
+    (job,) = [j for j in of_kind(docs, "Job") if j["metadata"]["labels"]["app.kubernetes.io/component"]
+              == "quickstart-password"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--secret") + 1] == index["spec"]["database"]["secretRef"]["name"]
 
 
 def test_operator_pod_is_locked_down(render):
@@ -174,3 +176,24 @@ def test_the_cnpg_example_names_the_cluster_and_no_secret(render):
     (index,) = of_kind(render(CHART / "examples/cnpg.yaml"), "SearchIndex")
     assert index["spec"]["database"] == {"cnpgClusterRef": {"name": "backscroll-pg", "readService": "ro"}}
     assert "statusTokenSecretRef" not in (index["spec"].get("api") or {}), "the operator makes its own token"
+
+
+def test_quickstart_renders_the_same_manifests_every_time(helm):
+    # Argo CD runs `helm template` on every sync, where `lookup` finds nothing: anything random in
+    # the output (a password) would be a new one each time.
+    args = (helm, "template", "rel", str(CHART), "--namespace", "backscroll", "-f", str(CHART / "examples/quickstart.yaml"))
+    first, second = run(*args), run(*args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+
+
+def test_the_chart_jobs_role_grants_only_what_they_do(render):
+    docs = render(CHART / "examples/quickstart.yaml")
+    (role,) = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] == "rel-backscroll-jobs"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["backscroll-db"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": ["search.backscroll.dev"], "resources": ["searchindexes"], "resourceNames": ["search"],
+         "verbs": ["get", "delete"]}]
+    assert not [r for r in of_kind(render(), "Role") if r["metadata"]["name"] == "rel-backscroll-jobs"], \
+        "no Jobs, no Role: neither the quickstart database nor a SearchIndex"

@@ -439,8 +439,11 @@ class Operator:
 def crd(control_plane):
     """The SearchIndex CRD as the chart ships it (charts/backscroll/crds), installed once."""
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd/searchindexes.search.backscroll.dev",
-                          "--timeout=120s", timeout=150)
+    # Polled, not `kubectl wait`: on a busy machine the wait can read the new CRD before it has any
+    # condition, and fails on the missing list ("<nil> is of the type <nil>") instead of waiting.
+    eventually(lambda: "True" in control_plane.kubectl(
+        "get", "crd/searchindexes.search.backscroll.dev",
+        "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}").stdout, timeout=120, interval=0.5)
     return yaml.safe_load(CRD.read_text())
 
 

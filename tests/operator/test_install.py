@@ -58,8 +58,12 @@ def test_helm_install_of_the_quickstart_to_ready(control_plane, helm, namespace,
              "--set", "operator.replicas=1")
     try:
         status_server.reports["search"] = report("lexical")
-        (deployment,) = [d for d in yaml.safe_load_all(helm_run("get", "manifest", release, "-n", namespace))
-                         if d and d["kind"] == "Deployment"]
+        manifest = [d for d in yaml.safe_load_all(helm_run("get", "manifest", release, "-n", namespace)) if d]
+        (deployment,) = [d for d in manifest if d["kind"] == "Deployment"]
+        # The quickstart database's Secret comes from the chart's Job, played here (KWOK runs no container).
+        from .test_chart_jobs import of_component, play_chart_job
+        played = play_chart_job(cp, of_component(manifest, "Job", "quickstart-password"), namespace, tmp_path)
+        assert played.returncode == 0, played.stdout + played.stderr
         # The chart's own pods passed the restricted profile (KWOK runs them as placeholders).
         kubectl("wait", "--for=condition=Available", f"deployment/{deployment['metadata']['name']}",
                 "--timeout=180s", timeout=200)

@@ -111,3 +111,50 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
   resources: [secrets]
   verbs: [get, create]
 {{- end }}
+
+{{/* The pod of a chart Job (chart-jobs.yaml): the operator image, locked down as the operator is. */}}
+{{- define "backscroll.chartJobPod" -}}
+serviceAccountName: {{ .account }}
+restartPolicy: Never
+{{- with .Values.operator.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.operator.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.operator.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  seccompProfile:
+    type: RuntimeDefault
+containers:
+  - name: job
+    image: {{ .image | quote }}
+    imagePullPolicy: {{ .Values.operator.image.pullPolicy }}
+    command: [python, -m, backscroll_operator.chartjobs]
+    args:
+      {{- toYaml .args | nindent 6 }}
+    resources:
+      requests: {cpu: 10m, memory: 64Mi}
+      limits: {memory: 128Mi}
+    securityContext:
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities:
+        drop: [ALL]
+    volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+volumes:
+  # the root filesystem is read-only; Python and the Kubernetes client may want a scratch dir
+  - name: tmp
+    emptyDir:
+      sizeLimit: 16Mi
+{{- end }}
