@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 import httpx
 import kopf
 
+from . import __version__
 from . import status as derive
 from .config import OperatorConfig
 from .deletion import finalize, sync_finalizer
@@ -33,7 +34,7 @@ from .leader import Leader, own_namespace
 from .metrics import Metrics, Server
 from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner
 from .reconcile import Blocked, converge
-from .spec import SpecError, parse
+from .spec import SpecError, parse, unknown_fields
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"),
@@ -78,8 +79,10 @@ def post_event(kube: Kube, body: dict, type_: str, reason: str, message: str) ->
 class Passes:
     """One reconcile pass per SearchIndex at a time, whoever asks."""
 
-    def __init__(self, config: OperatorConfig):
+    def __init__(self, config: OperatorConfig, version: str = __version__):
         self.config = config
+        self.version = version  # recorded in each status it writes (status.operatorVersion)
+        self.unknown: set[str] = set()  # spec fields this version does not know, logged once each
         self.locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self.queued: set[str] = set()
         self.guard = threading.Lock()
@@ -141,6 +144,7 @@ class Passes:
 
     def _publish(self, body: dict, old: dict, new: dict) -> None:
         # An unchanged status is not written: every write would wake every watcher of SearchIndexes.
+        new = {**new, "operatorVersion": self.version}
         changed = {key: value for key, value in new.items() if old.get(key) != value}
         if changed:
             meta = body["metadata"]
@@ -164,8 +168,10 @@ class Passes:
         ready = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
         deleting = bool(body["metadata"].get("deletionTimestamp"))
         if not final and not deleting and ready.get("reason") == "InvalidSpec" and \
-                old.get("observedGeneration") == generation:
-            return "skipped"  # refused already, with an Event; a new generation gets a new look
+                old.get("observedGeneration") == generation and old.get("operatorVersion") == self.version:
+            # Refused already, with an Event. A new generation gets a new look, and so does a new
+            # operator version: its rules may accept what the last one refused (a field it knows).
+            return "skipped"
         try:
             if deleting:
                 # Without the dimensions check: a spec that became invalid must not block its deletion.
@@ -173,6 +179,7 @@ class Passes:
                 if failure is not None:
                     self._publish(body, old, derive.failed(old, generation, *failure, _now()))
                 return "deleting"
+            self._say_unknown(_plain(body.get("spec")))
             spec = parse(_plain(body.get("spec")), registered=_registered(old))
             sync_finalizer(self.kube, owner, body, spec)
             outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"))
@@ -193,6 +200,13 @@ class Passes:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
             return "error"
         self._publish(body, old, derive.derive(spec, outcome.facts, generation, old, _now(), outcome.plan))
+
+    def _say_unknown(self, spec: dict) -> None:
+        for path in unknown_fields(spec):
+            if path not in self.unknown:
+                self.unknown.add(path)
+                log.warning("%s is not known to operator %s: ignored, the rest of the spec is reconciled (the "
+                            "CRD is newer than the operator; upgrade the operator)", path, self.version)
 
     def resync(self, stop: threading.Event, namespaces: list[str]) -> None:
         """Every interval_s, a pass for every SearchIndex: the API's status, rotated Secrets."""
@@ -225,8 +239,9 @@ def _owner_name(body) -> str | None:
     return None
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None) -> Passes:
-    passes = Passes(config)
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None,
+             version: str = __version__) -> Passes:
+    passes = Passes(config, version)
     stop = threading.Event()
 
     @kopf.on.login(registry=registry)

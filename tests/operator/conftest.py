@@ -368,10 +368,11 @@ class Operator:
     of its own, as `backscroll-operator` runs it (standalone, the chart's namespaces), so that two
     can run side by side and either can be stopped (its cleanup runs, as on SIGTERM)."""
 
-    def __init__(self, config: OperatorConfig, namespaces: list[str]):
+    def __init__(self, config: OperatorConfig, namespaces: list[str], version: str | None = None):
         self.config, self.namespaces = config, namespaces
         self.registry = kopf.OperatorRegistry()
-        self.passes: Passes = register(self.registry, config, namespaces)
+        # `version`: the operator release it plays (an upgrade test runs two); else the package's.
+        self.passes: Passes = register(self.registry, config, namespaces, **({"version": version} if version else {}))
         self.settings = kopf.OperatorSettings()
         # Shutdown mechanics only, so that a test's operator stops in seconds.
         self.settings.queueing.idle_timeout = 1
@@ -441,9 +442,11 @@ def crd(control_plane):
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     # Polled, not `kubectl wait`: on a busy machine the wait can read the new CRD before it has any
     # condition, and fails on the missing list ("<nil> is of the type <nil>") instead of waiting.
-    eventually(lambda: "True" in control_plane.kubectl(
-        "get", "crd/searchindexes.search.backscroll.dev",
-        "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}").stdout, timeout=120, interval=0.5)
+    def established() -> bool:
+        body = json.loads(control_plane.kubectl("get", "crd/searchindexes.search.backscroll.dev", "-o", "json").stdout)
+        return any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (body.get("status") or {}).get("conditions") or [])
+    eventually(established, timeout=120, interval=0.5)
     return yaml.safe_load(CRD.read_text())
 
 
@@ -536,9 +539,9 @@ def operators(install, operator_kubeconfig, status_server, proxy, namespace):
                     status_url=status_server.url + "/{namespace}/{name}/v1/status")
     started: list[Operator] = []
 
-    def start(identity: str = "replica-a", **overrides) -> Operator:
+    def start(identity: str = "replica-a", version: str | None = None, **overrides) -> Operator:
         config = OperatorConfig(**{**defaults, "identity": identity, **overrides})
-        replica = Operator(config, install.namespaces).start()
+        replica = Operator(config, install.namespaces, version).start()
         started.append(replica)
         return replica
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll_operator.spec import SpecError, parse
+from backscroll_operator.spec import SpecError, parse, unknown_fields
 
 BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
 
@@ -30,7 +30,6 @@ def test_defaults():
     ({**BASE, "ranking": {"method": "tfidf"}}, "spec.ranking.method"),
     ({**BASE, "ranking": {"b": 1.5}}, "spec.ranking.b"),
     ({**BASE, "ranking": {"candidatePool": -1}}, "spec.ranking.candidatePool"),
-    ({**BASE, "embedings": {}}, "spec.embedings"),
     ({**BASE, "embeddings": {"model": "m", "dimensions": 8, "external": {"url": "ftp://x"}}},
      "spec.embeddings.external.url"),
 ])
@@ -57,3 +56,21 @@ def test_a_models_dimensions_cannot_change_under_its_name():
     assert "m@256" in err.value.message
     assert parse(spec, registered={"m": 256}).embeddings.dimensions == 256
     assert parse(spec, registered={"other": 384}).embeddings.model == "m"
+
+
+def test_fields_a_newer_crd_added_are_ignored_and_named():
+    """A newer CRD's defaulted fields reach an older operator in every object: it acts on what it
+    knows and names the rest (for a log line), where it used to refuse the whole spec."""
+    spec = {**BASE, "futureField": "x", "api": {"replicas": 3, "futureField": {"a": 1}},
+            "embeddings": {"model": "m", "dimensions": 8, "server": {"replicas": 2, "newKnob": True},
+                           "backfill": {"rate": 5, "later": 1}},
+            "pod": {"nodeSelector": {"any-key": "is-a-value"}, "tolerations": [{"anything": "goes"}]}}
+    parsed = parse(spec)
+    assert parsed.api.replicas == 3 and parsed.embeddings.server.replicas == 2
+    assert parsed.embeddings.backfill.rate == 5
+    assert parse({**BASE, "api": {"replicas": 3}}).api == parsed.api, "an unknown field changes nothing"
+    assert unknown_fields(spec) == ["spec.api.futureField", "spec.embeddings.backfill.later",
+                                    "spec.embeddings.server.newKnob", "spec.futureField"]
+    assert unknown_fields({**BASE, "api": {"targetCPUUtilizationPercentage": 1}}) == ["spec.api.targetCPUUtilizationPercentage"]
+    assert unknown_fields({**BASE, "api": {"autoscaling": {"targetCPUUtilizationPercentage": 50}}}) == []
+    assert unknown_fields(BASE) == []
