@@ -32,13 +32,30 @@ def _conn(settings: Settings, autocommit: bool = True):
     return connect(_url(settings), autocommit=autocommit)
 
 
+def _owner(settings: Settings):
+    from .store.owner import Owner
+
+    if not settings.owner_uid:
+        return None
+    return Owner(settings.owner_uid, settings.owner_name or settings.owner_uid)
+
+
+def _refuse_foreign_owner(settings: Settings) -> None:
+    """purge and `models drop` on behalf of one SearchIndex never touch another's database."""
+    from .store.owner import refuse_foreign_owner
+
+    if settings.owner_uid:
+        with _conn(settings) as conn:
+            refuse_foreign_owner(conn, settings.owner_uid)
+
+
 def cmd_migrate(args, settings: Settings) -> int:
     from .store.migrate import migrate
     from .store.prerequisites import wait_for_prerequisites
 
     url = _url(settings)
     wait_for_prerequisites(url, settings.schema_wait_s)
-    applied = migrate(url)
+    applied = migrate(url, owner=_owner(settings))
     if applied:
         for mig in applied:
             print(f"applied {mig.version:04d}_{mig.name}")
@@ -85,6 +102,7 @@ def cmd_purge(args, settings: Settings) -> int:
         print("backscroll: purge deletes every conversation, message, vector and token Backscroll stored, and its "
               "schema; nothing of it can be recovered. Run it again with --yes-delete-all-data", file=sys.stderr)
         return 2
+    _refuse_foreign_owner(settings)
     done = purge(_url(settings))
     print(f"purged {len(done.tables)} tables, {len(done.functions)} functions, {len(done.types)} types and "
           f"{len(done.configurations)} text search configurations; the extensions stay. "
@@ -187,6 +205,7 @@ def cmd_models_drop(args, settings: Settings) -> int:
                       args.model):
         print("backscroll: not dropped: pass --yes to drop without asking", file=sys.stderr)
         return 1
+    _refuse_foreign_owner(settings)
     dropped = drop_model(_url(settings), args.model, quiet=args.quiet)
     jobs = f", {dropped.jobs} outbox jobs (no model is left)" if dropped.jobs else ""
     print(f"dropped model {dropped.model}: {dropped.vectors} vectors, index {dropped.index or '(none)'}{jobs}")
@@ -215,6 +234,7 @@ def cmd_serve(args, settings: Settings) -> int:
     url = _url(settings)
     if args.migrate:
         migrate(url)
+    _refuse_newer_schema(url)
     workers = args.workers if args.workers is not None else (settings.api_workers or available_cpus())
     host, port = args.host or settings.host, args.port or settings.port
     if workers == 1:
@@ -241,6 +261,24 @@ def cmd_serve(args, settings: Settings) -> int:
         if own_metrics:
             shutil.rmtree(os.environ.pop("PROMETHEUS_MULTIPROC_DIR"), ignore_errors=True)
     return 0
+
+
+def _refuse_newer_schema(url: str) -> None:
+    """An image older than the database's schema (a contract migration it does not know) does not
+    serve: it would read what that migration removed. A database that does not answer yet is the
+    readiness probe's to report, not a reason to exit."""
+    import psycopg
+
+    from .store.migrate import check_compatible
+
+    try:
+        conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
+    except psycopg.OperationalError as exc:
+        logging.getLogger("backscroll").warning("serve: the schema is not checked, the database does not answer "
+                                                "(%s)", type(exc).__name__)
+        return
+    with conn:
+        check_compatible(conn)
 
 
 def serving_socket(config):
@@ -691,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, BackscrollError):
             print(f"backscroll: {exc.message}", file=sys.stderr)
-            return 1
+            return exc.exit_code
         import psycopg
 
         # Input the database refuses (a slug its check rejects, an unknown text search

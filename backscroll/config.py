@@ -313,6 +313,16 @@ class Settings(BaseSettings):
             "GET /healthz of the worker fails when its loop has not come round for this long: longer than any "
             "wait the loop makes (the poll, a backoff of at most 60 s, an embeddings request with its retries)."),
     )
+    owner_uid: str | None = Field(
+        default=None,
+        description=(
+            "The uid of the SearchIndex this database belongs to (the operator sets it on its migration, purge "
+            "and prune Jobs): `migrate` records it on an unclaimed database, and `migrate`, `purge` and `models "
+            "drop` refuse (exit 4) a database another uid claimed. Unset: no claim, no check."),
+    )
+    owner_name: str | None = Field(
+        default=None, description="NAMESPACE/NAME of that SearchIndex, recorded beside the uid for the messages."
+    )
     schema_wait_s: float = Field(
         default=900.0, ge=0,
         description=(

@@ -8,6 +8,8 @@ class BackscrollError(Exception):
 
     status = 500
     code = "internal_error"
+    # The command line's exit status for it; the operator reads a Job's (see SchemaNewerThanImage).
+    exit_code = 1
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None):
         super().__init__(message)
@@ -78,3 +80,21 @@ class MigrationError(BackscrollError):
 
     status = 500
     code = "migration_error"
+
+
+class SchemaNewerThanImage(MigrationError):
+    """The database holds a contract migration this build does not know (docs/upgrades.md). Its
+    own exit status, so that the operator tells it apart from a failed migration in the Job's
+    status (operator/backscroll_operator/status.py, EXIT_REASONS) and does not retry it."""
+
+    status = 503
+    code = "schema_newer_than_image"
+    exit_code = 3
+
+
+class DatabaseOwnedElsewhere(BackscrollError):
+    """The database was claimed by another SearchIndex (store/owner.py); exit status as above."""
+
+    status = 409
+    code = "database_owned_elsewhere"
+    exit_code = 4

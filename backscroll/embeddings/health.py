@@ -29,7 +29,7 @@ import psycopg
 
 from ..config import Settings
 from ..errors import MigrationError
-from ..store.migrate import applied_versions, load_migrations
+from ..store.migrate import applied_versions, check_compatible, load_migrations
 from .vectors import SELECT_MODEL
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,17 @@ def check(url: str, settings: Settings, connect_timeout: int = PROBE_CONNECT_TIM
         return f"the database is unreachable ({type(exc).__name__})"
 
 
+def _refuse_newer_schema(url: str) -> None:
+    """Refused, not waited for: no migration of this image makes a newer schema older (a database
+    that does not answer yet is `check`'s to report)."""
+    try:
+        conn = psycopg.connect(url, connect_timeout=10, autocommit=True)
+    except psycopg.Error:
+        return
+    with conn:
+        check_compatible(conn)
+
+
 def wait_until_ready(url: str, settings: Settings, stop: threading.Event, what: str,
                      tick: Callable[[], None] | None = None) -> bool:
     """Block until the database answers with the schema this build needs (and the configured
@@ -82,6 +93,7 @@ def wait_until_ready(url: str, settings: Settings, stop: threading.Event, what: 
     while not stop.is_set():
         if tick is not None:
             tick()
+        _refuse_newer_schema(url)
         reason = check(url, settings, connect_timeout=10)
         if reason is None:
             if said is not None:

@@ -4,6 +4,13 @@ Each applied file is recorded with its SHA-256. Re-running is a no-op; an applie
 whose file has since changed is refused, because the database no longer matches the source.
 A file whose first line is ``-- backscroll: no-transaction`` runs outside a transaction
 (``CREATE INDEX CONCURRENTLY`` needs that).
+
+Migrations are expand/contract (docs/upgrades.md): the release before a migration keeps working
+on the schema after it, because the old pods serve while the migration Job runs. A file that
+removes or changes what an earlier release reads or writes says so in its header with
+``-- backscroll: contract``; the ledger records it, and an image that does not know an applied
+contract migration refuses to start (SchemaNewerThanImage), where an unknown expand-only
+migration is no reason to (that image is the previous release, which must keep serving).
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from pathlib import Path
 
 import psycopg
 
-from ..errors import MigrationError
+from ..errors import MigrationError, SchemaNewerThanImage
+from .owner import Owner, claim_owner, refuse_foreign_owner
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +34,7 @@ ADVISORY_LOCK_ID = 0x626B7363726F6C6C
 
 FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 NO_TRANSACTION = "-- backscroll: no-transaction"
+CONTRACT = "-- backscroll: contract"
 
 CREATE_LEDGER = """
 create table if not exists backscroll_migrations (
@@ -40,7 +49,18 @@ SELECT_APPLIED = "select version, name, checksum from backscroll_migrations orde
 # (CloudNativePG's application user owns its database but is no superuser; pgvector is not a
 # trusted extension).
 EXTENSIONS = ("vector", "pg_trgm", "btree_gin")
-RECORD_APPLIED = "insert into backscroll_migrations (version, name, checksum) values (%s, %s, %s)"
+# The runner's own column, not a migration's: a contract migration must be recorded as one by
+# the runner that applies it, and an older runner's rows (no column) read as expand-only.
+LEDGER_CONTRACT = "alter table backscroll_migrations add column if not exists contract boolean not null default false"
+RECORD_APPLIED = ("insert into backscroll_migrations (version, name, checksum, contract) "
+                  "values (%s, %s, %s, %s)")
+# Through to_jsonb: a ledger an older runner made has no `contract` column, and none of its rows
+# is a contract.
+SELECT_CONTRACTS = """
+select version, name from backscroll_migrations m
+ where coalesce((to_jsonb(m) ->> 'contract')::boolean, false)
+ order by version
+"""
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,15 @@ class Migration:
     @property
     def transactional(self) -> bool:
         return not self.sql.startswith(NO_TRANSACTION)
+
+    @property
+    def contract(self) -> bool:
+        header = []
+        for line in self.sql.splitlines():
+            if not line.startswith("--"):
+                break
+            header.append(line.strip())
+        return CONTRACT in header
 
 
 def migrations_root() -> Path:
@@ -90,8 +119,27 @@ def applied_versions(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
     return {row_version: (name, checksum) for row_version, name, checksum in _tuples(conn, SELECT_APPLIED)}
 
 
-def migrate(url: str, directory: Path | None = None) -> list[Migration]:
-    """Apply every pending migration; return the ones applied (empty when up to date)."""
+def check_compatible(conn: psycopg.Connection, migrations: list[Migration] | None = None) -> None:
+    """Raise SchemaNewerThanImage when the database holds a contract migration this build does not
+    know: its code would read or write what that migration removed or changed."""
+    known = {mig.version for mig in (migrations if migrations is not None else load_migrations())}
+    exists = conn.execute("select to_regclass('backscroll_migrations') is not null as e").fetchone()
+    if not _value(exists):
+        return
+    unknown = [(version, name) for version, name in _tuples(conn, SELECT_CONTRACTS) if version not in known]
+    if unknown:
+        version, name = unknown[-1]
+        raise SchemaNewerThanImage(
+            f"the database's schema is newer than this image: it holds migration {version:04d}_{name}.sql, a "
+            f"contract step of a later release (it removed or changed what older code uses), and this image "
+            f"knows migrations up to {max(known, default=0):04d}; run an image that ships {version:04d}_{name}.sql "
+            "or later (docs/upgrades.md, Rollback)")
+
+
+def migrate(url: str, directory: Path | None = None, owner: Owner | None = None) -> list[Migration]:
+    """Apply every pending migration; return the ones applied (empty when up to date). With
+    `owner`, the database must be unclaimed or already this owner's, before anything is applied,
+    and is claimed for it after."""
     migrations = load_migrations(directory)
     applied_now: list[Migration] = []
     with psycopg.connect(url, autocommit=True) as conn:
@@ -101,6 +149,12 @@ def migrate(url: str, directory: Path | None = None) -> list[Migration]:
         conn.execute("select pg_advisory_lock(%s)", (ADVISORY_LOCK_ID,))
         try:
             conn.execute(CREATE_LEDGER)
+            conn.execute(LEDGER_CONTRACT)
+            # Both before anything is applied: an older image must not migrate a newer schema, nor
+            # one index migrate (and later purge) another's database.
+            check_compatible(conn, migrations)
+            if owner is not None:
+                refuse_foreign_owner(conn, owner.uid)
             applied = applied_versions(conn)
             for mig in migrations:
                 if mig.version in applied:
@@ -117,10 +171,10 @@ def migrate(url: str, directory: Path | None = None) -> list[Migration]:
                     if mig.transactional:
                         with conn.transaction():
                             conn.execute(mig.sql)
-                            conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum))
+                            conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum, mig.contract))
                     else:
                         conn.execute(mig.sql)
-                        conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum))
+                        conn.execute(RECORD_APPLIED, (mig.version, mig.name, mig.checksum, mig.contract))
                 except psycopg.errors.InsufficientPrivilege as exc:
                     advice = ""
                     if "extension" in (exc.diag.message_primary or ""):
@@ -137,7 +191,11 @@ def migrate(url: str, directory: Path | None = None) -> list[Migration]:
                 applied_now.append(mig)
             unknown = set(applied) - {mig.version for mig in migrations}
             if unknown:
-                log.warning("database has migrations this build does not know: %s", sorted(unknown))
+                # Expand-only (check_compatible refused the rest): the schema a later release
+                # grew, which this one may serve; rolling forward again applies nothing.
+                log.warning("database has expand-only migrations this build does not know: %s", sorted(unknown))
+            if owner is not None:
+                claim_owner(conn, owner)
         finally:
             conn.execute("select pg_advisory_unlock(%s)", (ADVISORY_LOCK_ID,))
     return applied_now
