@@ -51,7 +51,9 @@ SELECT_APPLIED = "select version, name, checksum from backscroll_migrations orde
 EXTENSIONS = ("vector", "pg_trgm", "btree_gin")
 # The runner's own column, not a migration's: a contract migration must be recorded as one by
 # the runner that applies it, and an older runner's rows (no column) read as expand-only.
-LEDGER_CONTRACT = "alter table backscroll_migrations add column if not exists contract boolean not null default false"
+LEDGER_HAS_CONTRACT = ("select 1 from pg_attribute where attrelid = 'backscroll_migrations'::regclass "
+                       "and attname = 'contract' and not attisdropped")
+LEDGER_CONTRACT = "alter table backscroll_migrations add column contract boolean not null default false"
 RECORD_APPLIED = ("insert into backscroll_migrations (version, name, checksum, contract) "
                   "values (%s, %s, %s, %s)")
 # Through to_jsonb: a ledger an older runner made has no `contract` column, and none of its rows
@@ -149,7 +151,9 @@ def migrate(url: str, directory: Path | None = None, owner: Owner | None = None)
         conn.execute("select pg_advisory_lock(%s)", (ADVISORY_LOCK_ID,))
         try:
             conn.execute(CREATE_LEDGER)
-            conn.execute(LEDGER_CONTRACT)
+            # Only when missing: an ALTER locks the ledger every API readiness probe reads.
+            if conn.execute(LEDGER_HAS_CONTRACT).fetchone() is None:
+                conn.execute(LEDGER_CONTRACT)
             # Both before anything is applied: an older image must not migrate a newer schema, nor
             # one index migrate (and later purge) another's database.
             check_compatible(conn, migrations)
