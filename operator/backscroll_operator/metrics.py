@@ -57,6 +57,11 @@ class Metrics:
                           "(from successive coverage readings)", labels + ["model"], registry=r)
         self.eta = Gauge("backscroll_searchindex_backfill_eta_seconds", "Seconds until the backfill finishes "
                          "at the current rate, per model (absent while the rate is 0)", labels + ["model"], registry=r)
+        # One series per condition type, its reason a label (the PrometheusRule's alerts select on
+        # both: Ready not True, MigrationsApplied with reason MigrationFailed).
+        self.condition = Gauge("backscroll_searchindex_condition", "1 while the condition's status is True, "
+                               "else 0; reason says why", labels + ["type", "reason"], registry=r)
+        self._reasons: dict[tuple[str, str, str], str] = {}
         self._readings: dict[tuple[str, str, str], tuple[float, int]] = {}
         self._models: dict[tuple[str, str], set[str]] = {}
         self._guard = threading.Lock()
@@ -84,6 +89,13 @@ class Metrics:
         phase = (status.get("rollout") or {}).get("phase")
         for p in PHASES:
             self.phase.labels(namespace, name, p).set(1 if p == phase else 0)
+        for condition in status.get("conditions") or []:
+            key, reason = (namespace, name, condition["type"]), condition.get("reason") or ""
+            before = self._reasons.get(key)
+            if before is not None and before != reason:
+                self._drop(self.condition, (*key, before))
+            self._reasons[key] = reason
+            self.condition.labels(*key, reason).set(1 if condition.get("status") == "True" else 0)
         with self._guard:
             seen = set()
             for entry in status.get("models") or []:
@@ -128,6 +140,8 @@ class Metrics:
                 self._drop(self.mode, (namespace, name, m))
             for p in PHASES:
                 self._drop(self.phase, (namespace, name, p))
+            for key in [k for k in self._reasons if k[:2] == (namespace, name)]:
+                self._drop(self.condition, (*key, self._reasons.pop(key)))
 
     def forget_all(self) -> None:
         """Leadership lost: the new leader publishes the indexes' gauges, this replica none."""
