@@ -37,6 +37,8 @@ VALUES_SCHEMA = CHART / "values.schema.json"
 SERVER_ONLY_RULES: dict[str, str] = {
     "self.replicas < 2 || !has(self.modelCache.claimName)":
         "it compares a value (replicas) and reads a nested field; the operator's spec check refuses it too",
+    "!(has(self.backupBeforeMigration) && self.backupBeforeMigration) || has(self.cnpgClusterRef)":
+        "it reads a value (backupBeforeMigration); the operator's spec check refuses it too",
 }
 # Rules Helm checks only in part (rule text -> (the part Helm checks, why)); the API server checks all.
 HELM_CHECKS_PART: dict[str, tuple[str, str]] = {

@@ -71,6 +71,9 @@ class Database(_Model):
     secret_ref: DatabaseRef | None = None
     read_replica_secret_ref: DatabaseRef | None = None
     cnpg_cluster_ref: CnpgClusterRef | None = None
+    # A CloudNativePG Backup of the cluster, completed before each new migration Job starts.
+    backup_before_migration: bool = False
+    backup_method: Literal["barmanObjectStore", "volumeSnapshot"] = "barmanObjectStore"
 
     @model_validator(mode="after")
     def _one_source(self) -> Database:
@@ -79,6 +82,8 @@ class Database(_Model):
         if self.cnpg_cluster_ref is not None and self.read_replica_secret_ref is not None:
             raise ValueError("cnpgClusterRef chooses the read service itself (readService): "
                              "drop readReplicaSecretRef")
+        if self.backup_before_migration and self.cnpg_cluster_ref is None:
+            raise ValueError("backupBeforeMigration backs up a CloudNativePG cluster: it needs cnpgClusterRef")
         return self
 
     @property
