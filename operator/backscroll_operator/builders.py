@@ -62,12 +62,19 @@ def status_token_name(owner: Owner) -> str:
     return child_name(owner.name, "status-token")
 
 
-def migration_name(owner: Owner, spec: SearchIndexSpec) -> str:
-    # Jobs cannot be changed once created, so what the migration depends on is in its name: a new
-    # image (new migrations) or a new model (a new vector index) is a new Job.
+def migration_identity(spec: SearchIndexSpec, database: str) -> str:
+    """What a migration depends on: a new image (new migrations), a new model (a new vector index)
+    or another database (`database`: which Secret or CloudNativePG cluster, with its uid: a new
+    one is empty) needs a migration of its own."""
     emb = spec.embeddings
-    inputs = [spec.image, emb.model if emb else None, emb.dimensions if emb else None]
-    return child_name(owner.name, "migrate", short_hash(inputs))
+    return short_hash([spec.image, emb.model if emb else None, emb.dimensions if emb else None, database])
+
+
+def migration_name(owner: Owner, spec: SearchIndexSpec, database: str = "", attempt: int = 1) -> str:
+    # Jobs cannot be changed once created, so what the migration depends on is in its name, and so
+    # is the attempt: a failed Job is the record of that attempt, the next one is a new Job.
+    return child_name(owner.name, "migrate", migration_identity(spec, database),
+                      *([str(attempt)] if attempt > 1 else []))
 
 
 def backfill_name(owner: Owner, model: str) -> str:
@@ -337,13 +344,22 @@ def _service(name: str, owner: Owner, component: str, port: int, target: str, ty
 
 # --- children ---------------------------------------------------------------------------------------
 
-def migration_job(owner: Owner, spec: SearchIndexSpec) -> dict:
+def migration_job(owner: Owner, spec: SearchIndexSpec, database: str = "", attempt: int = 1) -> dict:
     args = ["migrate"]
     if spec.embeddings is not None:
         args += ["--model", spec.embeddings.model, "--dimensions", str(spec.embeddings.dimensions)]
     container = _container(spec, "migrate", args, _database_env(spec))
-    return _finish(_job(migration_name(owner, spec), owner, "migrate", container, backoff_limit=3,
-                        settings=pod_settings(spec.pod)), owner)
+    # The end of its log is the pod's termination message: the operator reads the error's first
+    # line from there into the status (it never reads logs).
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    job = _job(migration_name(owner, spec, database, attempt), owner, "migrate", container, backoff_limit=0,
+               settings=pod_settings(spec.pod))
+    # One pod per attempt: `migrate` waits for its database itself, and the operator retries a
+    # failed attempt with a backoff of its own, visible in the status and an Event each time. A
+    # pod evicted by a drain is no failed attempt: the Job makes another.
+    job["spec"]["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    return _finish(job, owner)
 
 
 def status_token_secret(owner: Owner, token: str) -> dict:
@@ -357,8 +373,8 @@ def status_token_secret(owner: Owner, token: str) -> dict:
     return secret
 
 
-def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str) -> dict:
-    name = register_name(owner, secret_uid, migration_name(owner, spec))
+def register_job(owner: Owner, spec: SearchIndexSpec, secret_uid: str, migration: str | None = None) -> dict:
+    name = register_name(owner, secret_uid, migration or migration_name(owner, spec))
     """Registers the digest of the operator's status token (the secret itself stays in its Secret):
     the step that would otherwise be `kubectl exec ... tokens create`."""
     ref = TokenRef(name=status_token_name(owner))

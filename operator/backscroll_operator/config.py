@@ -16,6 +16,12 @@ class OperatorConfig(BaseSettings):
     retry_delay_s: float = Field(
         default=15.0, gt=0,
         description="Delay before retrying a change that waits on something (a missing Secret).")
+    migration_retry_s: float = Field(
+        default=30.0, gt=0,
+        description="Delay before a failed migration is tried again by a new Job (a new attempt); it "
+                    "doubles with each failed attempt.")
+    migration_retry_max_s: float = Field(
+        default=900.0, gt=0, description="Longest delay between two attempts of a migration.")
     status_timeout_s: float = Field(
         default=5.0, gt=0, description="Longest the operator waits for the API's GET /v1/status.")
     status_url: str | None = Field(

@@ -182,7 +182,8 @@ class Passes:
             self._say_unknown(_plain(body.get("spec")))
             spec = parse(_plain(body.get("spec")), registered=_registered(old))
             sync_finalizer(self.kube, owner, body, spec)
-            outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"))
+            outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"),
+                               migration=old.get("migration"))
         except SpecError as exc:
             self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
             if final:

@@ -18,6 +18,8 @@ RESOURCES = {
     "jobs": "/apis/batch/v1",
     "services": "/api/v1",
     "secrets": "/api/v1",
+    "pods": "/api/v1",
+    "clusters": "/apis/postgresql.cnpg.io/v1",
     "events": "/api/v1",
     "poddisruptionbudgets": "/apis/policy/v1",
     "horizontalpodautoscalers": "/apis/autoscaling/v2",

@@ -13,6 +13,7 @@ import base64
 import logging
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from . import apistatus, builders, rollout
 from .config import OperatorConfig
@@ -152,7 +153,7 @@ def _data(secret: dict) -> dict:
     return {**(secret.get("data") or {}), **(secret.get("stringData") or {})}
 
 
-def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
+def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec, read: dict[str, dict] | None = None) -> str:
     """Every Secret the pods need exists and has its keys; otherwise Blocked naming the field.
     Returns which version of them the pods read (`secret_versions`): in the pod templates, it rolls
     the pods when one rotates.
@@ -180,7 +181,7 @@ def check_secrets(kube: Kube, owner: Owner, spec: SearchIndexSpec) -> str:
     if emb is not None and emb.in_cluster and emb.server is not None and emb.server.model_source.token_secret_ref:
         ref = emb.server.model_source.token_secret_ref
         unversioned.append(("spec.embeddings.server.modelSource.tokenSecretRef", ref.name, [ref.key]))
-    read: dict[str, dict] = {}
+    read = {} if read is None else read  # the caller's, filled: the Secrets as read
     for field, name, keys in [*refs, *unversioned]:
         secret = read[name] if name in read else kube.get("secrets", owner.namespace, name)
         if secret is None:
@@ -243,6 +244,82 @@ def read_report(owner: Owner, spec: SearchIndexSpec, config: OperatorConfig, tok
         return None, str(exc)
 
 
+def database_identity(kube: Kube, owner: Owner, spec: SearchIndexSpec,
+                      read: dict[str, dict]) -> tuple[str | None, str | None]:
+    """(which database, with its uid; why a migration must wait for it, or None).
+
+    The uid tells a new database from the old one under the same name: a Secret deleted and made
+    again, a CloudNativePG cluster re-created, is an empty database that needs its migration. A
+    CloudNativePG cluster writes its `-app` Secret before it has bootstrapped (and loses its
+    primary for a moment in a failover): a migration waits for its Ready condition."""
+    ref = spec.database.cnpg_cluster_ref
+    if ref is None:
+        secret = read[spec.database.secret_ref.name]
+        return f"secret {spec.database.secret_ref.name} (uid {secret['metadata'].get('uid')})", None
+    cluster = kube.get("clusters", owner.namespace, ref.name)
+    if cluster is None:
+        return None, f"CloudNativePG cluster {ref.name} not found in namespace {owner.namespace}"
+    identity = f"CloudNativePG cluster {ref.name} (uid {cluster['metadata'].get('uid')})"
+    status = cluster.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True":
+        said = ready.get("message") or status.get("phase") or "no Ready condition yet"
+        return identity, f"CloudNativePG cluster {ref.name} is not Ready: {said}"
+    return identity, None
+
+
+# A pod's termination message holds the end of its log; the error is its last `backscroll:` line.
+ERROR_PREFIX = "backscroll: "
+ERROR_MAX = 300
+
+
+def failure(kube: Kube, owner: Owner, job: str) -> str:
+    """The first line of the error a failed migration pod ended with (its termination message)."""
+    for pod in kube.list("pods", owner.namespace, {"batch.kubernetes.io/job-name": job}):
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            message = ((container.get("state") or {}).get("terminated") or {}).get("message") or ""
+            lines = [line.strip() for line in message.splitlines() if line.strip()]
+            said = [line for line in lines if line.startswith(ERROR_PREFIX)] or lines
+            if said:
+                return said[-1][:ERROR_MAX]
+    return f"no error message: see `kubectl logs job/{job}`"
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if text else None
+
+
+def migrate(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig, database: str | None,
+            waiting: str | None, record: dict, now: datetime) -> tuple[JobState, dict]:
+    """The migration Job of this image, model and database, one attempt at a time: a failed attempt
+    is followed, after a backoff that doubles, by a new Job. Returns its state and the status'
+    `migration` record (what the next pass remembers: the attempt, the last error)."""
+    identity = builders.migration_identity(spec, database or "")
+    if record.get("identity") != identity:
+        record = {}  # another image, model or database: attempts start again
+    attempt = record.get("attempt") or 1
+    name = builders.migration_name(owner, spec, database or "", attempt)
+    live = kube.get("jobs", owner.namespace, name)
+    if live is None and database is not None and waiting is None:
+        live = create_once(kube, owner, "jobs", builders.migration_job(owner, spec, database, attempt))
+    state = JobState.of(name, live)
+    if state.phase == "failed":
+        if record.get("failedAttempt") != attempt:
+            delay = min(config.migration_retry_s * 2 ** (attempt - 1), config.migration_retry_max_s)
+            record = {**record, "failedAttempt": attempt, "lastError": failure(kube, owner, name),
+                      "retryAt": (now + timedelta(seconds=delay)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        if now >= (_time(record.get("retryAt")) or now) and waiting is None:
+            attempt += 1
+            name = builders.migration_name(owner, spec, database, attempt)
+            state = JobState.of(name, create_once(kube, owner, "jobs",
+                                                  builders.migration_job(owner, spec, database, attempt)))
+            record = {**record, "retryAt": None}
+    if database is not None:
+        # Superseded: another image, model or database's, or this one's failed attempt before.
+        remove_others(kube, owner, "jobs", "migrate", keep={name})
+    return state, {**record, "identity": identity, "attempt": attempt, "job": name, "database": database}
+
+
 @dataclass(frozen=True)
 class Outcome:
     facts: Facts
@@ -272,16 +349,18 @@ def _only_job(kube: Kube, owner: Owner, component: str, manifest: dict | None) -
 
 
 def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorConfig,
-             remembered: dict | None = None) -> Outcome:
-    """`remembered`: the status' rollout block of the last pass (previousModel, catchUpOwed)."""
+             remembered: dict | None = None, migration: dict | None = None) -> Outcome:
+    """`remembered`: the status' rollout block of the last pass (previousModel, catchUpOwed);
+    `migration`: its migration block (the attempt, the last error)."""
     remembered = remembered or {}
     previous = remembered.get("previousModel")
-    versions = check_secrets(kube, owner, spec)
+    read: dict[str, dict] = {}
+    versions = check_secrets(kube, owner, spec, read)
     token_secret, given_token = status_token(kube, owner, spec)
 
-    migration = builders.migration_job(owner, spec)
-    migration_state = JobState.of(migration["metadata"]["name"], create_once(kube, owner, "jobs", migration))
-    remove_others(kube, owner, "jobs", "migrate", keep={migration_state.name})
+    database, waiting = database_identity(kube, owner, spec, read)
+    migration_state, migration_record = migrate(kube, owner, spec, config, database, waiting, migration or {},
+                                                datetime.now(UTC))
     migrated = migration_state.phase == "succeeded"
     # Every Job of the index, read once: the registrations, backfills, catch-up and prune below.
     jobs = {j["metadata"]["name"]: j for j in kube.list("jobs", owner.namespace, {"app.kubernetes.io/instance": owner.name})
@@ -291,7 +370,7 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
                                    f"has no token" if spec.api.status_token_secret_ref else "")
     if token_secret is not None:
         # Registered once the schema (and its `status` token kind) exists; read only after that.
-        register = builders.register_job(owner, spec, token_secret["metadata"]["uid"])
+        register = builders.register_job(owner, spec, token_secret["metadata"]["uid"], migration_state.name)
         register_state = JobState.of(register["metadata"]["name"],
                                      create_once(kube, owner, "jobs", register) if migrated else
                                      kube.get("jobs", owner.namespace, register["metadata"]["name"]))
@@ -365,7 +444,8 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
         return DeploymentState.of(name, live[key]) if key in live else None
 
     serving = plan.api if plan.api is not None and plan.api.in_cluster else None
-    facts = Facts(migration=migration_state, api=deployment(builders.api_name(owner)) or
+    facts = Facts(migration=migration_state, migration_record=migration_record,
+                  database_waiting=waiting if migration_state.phase == "absent" else None, api=deployment(builders.api_name(owner)) or
                   DeploymentState(builders.api_name(owner), 0, 0, False),
                   worker=deployment(builders.worker_name(owner)) if plan.worker is not None else None,
                   server=deployment(builders.embeddings_name(owner, serving.model)) if serving else None,

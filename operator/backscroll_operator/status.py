@@ -97,6 +97,8 @@ class Facts:
     backfill: JobState | None = None           # None: no embeddings
     report: dict | None = None                 # the API's GET /v1/status, when it answered
     report_error: str | None = None            # why it did not
+    migration_record: dict | None = None       # the status' migration block (attempt, last error)
+    database_waiting: str | None = None        # why the migration has not started (a CNPG cluster not Ready)
     notes: list[str] = field(default_factory=list)
 
 
@@ -131,14 +133,26 @@ def _mode(spec: SearchIndexSpec, facts: Facts) -> str:
     return "hybrid" if mode == "hybrid" else "degraded"
 
 
+def attempt_failed(record: dict) -> str:
+    """What the last failed attempt of a migration said, and when the next one starts."""
+    then = f"; attempt {record['failedAttempt'] + 1} at {record['retryAt']}" if record.get("retryAt") else ""
+    return f"attempt {record['failedAttempt']} failed: {record.get('lastError')}{then}"
+
+
 def _migrations(facts: Facts) -> dict:
-    job = facts.migration
+    job, record = facts.migration, facts.migration_record or {}
+    attempt = record.get("attempt") or 1
+    before = f" (attempt {attempt}; {attempt_failed(record)})" if record.get("failedAttempt") else ""
     if job.phase == "succeeded":
-        return _condition("MigrationsApplied", True, "Succeeded", f"job {job.name} succeeded")
+        return _condition("MigrationsApplied", True, "Succeeded", f"job {job.name} succeeded"
+                          + (f" (attempt {attempt})" if attempt > 1 else ""))
     if job.phase == "failed":
-        return _condition("MigrationsApplied", False, "MigrationFailed",
-                          f"job {job.name} failed: see `kubectl logs job/{job.name}`")
-    return _condition("MigrationsApplied", False, "Running", f"job {job.name} is running")
+        return _condition("MigrationsApplied", False, "MigrationFailed", f"job {job.name}: "
+                          + (attempt_failed(record) if record.get("failedAttempt") == attempt else "failed"))
+    if job.phase == "absent" and facts.database_waiting:
+        return _condition("MigrationsApplied", False, "WaitingForDatabase",
+                          f"the migration waits for its database: {facts.database_waiting}")
+    return _condition("MigrationsApplied", False, "Running", f"job {job.name} is running{before}")
 
 
 def _embeddings(spec: SearchIndexSpec, facts: Facts, plan: Plan) -> dict:
@@ -193,7 +207,8 @@ def _rolling_out(spec: SearchIndexSpec, plan: Plan) -> str | None:
 def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str, dict], plan: Plan) -> dict:
     migrations = conditions["MigrationsApplied"]
     if migrations["status"] != "True":
-        reason = "MigrationFailed" if migrations["reason"] == "MigrationFailed" else "WaitingForMigrations"
+        reason = migrations["reason"] if migrations["reason"] in ("MigrationFailed", "WaitingForDatabase") \
+            else "WaitingForMigrations"
         return _condition("Ready", False, reason, migrations["message"])
     if spec.hibernated:
         # Asked for: no pods answer, and that is no fault (no Warning Event, not ApiNotReady).
@@ -287,6 +302,7 @@ def derive(spec: SearchIndexSpec, facts: Facts, generation: int | None, old: dic
         "coverage": _percent(current["coverage"]) if current else None,
         "models": models,
         "rollout": _rollout(spec, plan),
+        "migration": facts.migration_record,
         "conditions": merge_conditions(old.get("conditions"), list(conditions.values()), now, generation),
     }
 
@@ -310,10 +326,17 @@ def transitions(old: dict | None, new: dict) -> list[tuple[str, str, str]]:
     if old.get("mode") and new.get("mode") and old["mode"] != new["mode"]:
         events.append(("Warning" if new["mode"] == "degraded" else "Normal", "ModeChanged",
                        f"search mode {old['mode']} -> {new['mode']}"))
+    failed_now = (new.get("migration") or {}).get("failedAttempt")
+    if failed_now and failed_now != (old.get("migration") or {}).get("failedAttempt"):
+        # One per failed attempt, though the condition's reason stays MigrationFailed between them.
+        record = new["migration"]
+        events.append(("Warning", "MigrationFailed", f"migration of {record.get('database')}: {attempt_failed(record)}"))
     for cond in new.get("conditions") or []:
         prior = before.get(cond["type"])
         if prior and (prior.get("status"), prior.get("reason")) == (cond["status"], cond["reason"]):
             continue
+        if (cond["type"], cond["reason"]) == ("MigrationsApplied", "MigrationFailed"):
+            continue  # the attempt's own Event above says it
         kind = "Warning" if cond["reason"] in WARNING_REASONS else "Normal"
         events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
     return events

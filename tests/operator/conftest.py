@@ -67,6 +67,7 @@ RESOURCES = {
     "horizontalpodautoscalers": "/apis/autoscaling/v2",
     "networkpolicies": "/apis/networking.k8s.io/v1",
     "leases": "/apis/coordination.k8s.io/v1",
+    "clusters": "/apis/postgresql.cnpg.io/v1",
 }
 CHILD_KINDS = ("deployments", "services", "jobs", "poddisruptionbudgets", "horizontalpodautoscalers",
                "networkpolicies")
@@ -448,6 +449,51 @@ def crd(control_plane):
                    for c in (body.get("status") or {}).get("conditions") or [])
     eventually(established, timeout=120, interval=0.5)
     return yaml.safe_load(CRD.read_text())
+
+
+# CloudNativePG's Cluster as far as the operator reads it (its uid and its Ready condition): a
+# stand-in CRD of the same group, version and names, with the status subresource; CloudNativePG's
+# own controller does not run here, a test writes the status it would.
+CNPG_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clusters.postgresql.cnpg.io"},
+    "spec": {"group": "postgresql.cnpg.io", "scope": "Namespaced",
+             "names": {"kind": "Cluster", "listKind": "ClusterList", "plural": "clusters", "singular": "cluster"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture(scope="session")
+def cnpg_crd(control_plane):
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(CNPG_CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/clusters.postgresql.cnpg.io",
+                          "--timeout=120s", timeout=150)
+
+
+def cnpg_cluster(api: Api, name: str, ready: bool) -> dict:
+    """A CloudNativePG Cluster in the test's namespace, its Ready condition as CloudNativePG writes it."""
+    if api.get("clusters", name) is None:
+        api.create("clusters", {"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster", "metadata": {"name": name},
+                                "spec": {"instances": 1}})
+    status = {"phase": "Cluster in healthy state" if ready else "Setting up primary",
+              "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                              "reason": "ClusterIsReady" if ready else "ClusterIsNotReady",
+                              "message": "Cluster is Ready" if ready else "Cluster Is Not Ready",
+                              "lastTransitionTime": "2026-12-02T00:00:00Z"}]}
+    return api.patch("clusters", name, {"status": status}, subresource="status")
+
+
+def fail_pod(api: Api, job: str, log: str) -> None:
+    """What a kubelet reports when the Job's (gated, Pending) pod ran and exited 1 with `log` as
+    the end of its output (terminationMessagePolicy: FallbackToLogsOnError)."""
+    pod = eventually(lambda: next(p for p in api.list("pods", f"batch.kubernetes.io/job-name={job}")
+                                  if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")))
+    container = pod["spec"]["containers"][0]
+    api.patch("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "containerStatuses": [{
+        "name": container["name"], "image": container["image"], "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": log}}}]}}, subresource="status")
 
 
 @pytest.fixture(scope="session")

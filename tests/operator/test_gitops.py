@@ -15,7 +15,7 @@ import yaml
 from backscroll_operator.builders import embeddings_name
 from backscroll_operator.names import Owner
 
-from .conftest import eventually, registered_token, report
+from .conftest import cnpg_cluster, eventually, registered_token, report
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "k8s/samples"
@@ -253,7 +253,7 @@ def test_the_documented_way_out_of_a_purge_finalizer(kubectl, api, operator, sta
 
 
 def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_pods(kubectl, api, operator,
-                                                                                 status_server):
+                                                                                 status_server, cnpg_crd):
     versions = '{.spec.template.metadata.annotations.search\\.backscroll\\.dev/secrets-version}'
     with operator():
         kubectl("apply", "-f", str(SAMPLES / "searchindex-cnpg.yaml"))
@@ -263,6 +263,7 @@ def test_cnpg_cluster_wired_without_a_hand_made_secret_and_rotation_rolls_the_po
         # What CloudNativePG writes once the cluster bootstrapped.
         secret(kubectl, "backscroll-pg-app", uri="postgresql://backscroll:pw1@backscroll-pg-rw:5432/backscroll",
                username="backscroll", password="pw1", dbname="backscroll")
+        cnpg_cluster(api, "backscroll-pg", ready=True)  # the migration waits for it (test_migrations.py)
         env = eventually(lambda: {e["name"]: e for e in api.get("deployments", "search-api")["spec"]["template"]
                                   ["spec"]["containers"][0]["env"]})
         assert env["BACKSCROLL_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "backscroll-pg-app", "key": "uri"}

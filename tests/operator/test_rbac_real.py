@@ -3,7 +3,7 @@
 The operator runs as the chart's ServiceAccount with nothing but the chart's Roles, through every
 path that calls the API server differently (an in-cluster model, a rollout to an external one with
 a key, an autoscaler, hibernation, one replica without policies, the embeddings dropped, its token
-rotated, a purge on deletion). Every call it made was allowed (the `operators` fixture fails a test
+rotated, a CloudNativePG cluster's index whose pre-migration Backup completed and whose migration failed, a purge on deletion). Every call it made was allowed (the `operators` fixture fails a test
 on any 403), and every verb the chart grants was used: no call without its verb, no verb without
 a call. tests/deploy/test_rbac.py then holds the other install modes (namespaced lists, the
 cluster-wide mode, the kustomize base and overlays) to these same rules."""
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .conftest import eventually, render_chart, report
+from .conftest import cnpg_cluster, eventually, fail_pod, render_chart, report
 from .test_scenarios import MODEL, available, condition, searchindex
 
 NEW = "m2"
@@ -59,7 +59,8 @@ def granted(docs: list[dict], *kinds: str) -> dict[tuple[str, str], set[str]]:
     return dict(out)
 
 
-def test_the_charts_rbac_is_what_the_operator_uses(api, operators, status_server, proxy, install, helm, kubectl):
+def test_the_charts_rbac_is_what_the_operator_uses(api, operators, status_server, proxy, install, helm, kubectl,
+                                                   gate, cnpg_crd, cnpg_backup_crd):
     api.secret("key", k="sk-test")
     replica = operators(interval_s=1)
     status_server.reports["search"] = report("hybrid", MODEL, embedded=10, total=10)
@@ -96,6 +97,21 @@ def test_the_charts_rbac_is_what_the_operator_uses(api, operators, status_server
     kubectl("delete", "secret", "search-status-token")
     eventually(lambda: api.get("secrets", "search-status-token"))
     eventually(lambda: condition(api, "search", "Ready").get("status") == "True")
+    # On a CloudNativePG cluster (read for its uid and Ready condition), a migration that failed
+    # (its pods read for the error).
+    api.secret("pg-app", uri="postgresql://app:pw@pg-rw:5432/app", username="app", password="pw", dbname="app")
+    cnpg_cluster(api, "pg", ready=True)
+    status_server.reports["pg"] = report("lexical")
+    held = gate("pg")
+    api.create("searchindexes", searchindex("pg", embeddings=False, pod={"nodeSelector": held.selector},
+                                            database={"cnpgClusterRef": {"name": "pg"}, "backupBeforeMigration": True}))
+    # Its CloudNativePG Backup first (created, its phase read), completed as CloudNativePG would.
+    backup = eventually(lambda: next(n for n in api.names("backups") if n.startswith("pg-premigrate-")))
+    api.patch("backups", backup, {"status": {"phase": "completed"}}, subresource="status")
+    job = eventually(lambda: next(n for n in api.names("jobs") if n.startswith("pg-migrate-")))
+    fail_pod(api, job, "backscroll: the database refused")
+    eventually(lambda: ((api.get("searchindexes", "pg").get("status") or {}).get("migration") or {}).get("lastError"))
+    api.delete("searchindexes", "pg")
     api.patch("searchindexes", "search", {"spec": {"deletionPolicy": "delete"}})
     eventually(lambda: api.get("searchindexes", "search")["metadata"].get("finalizers"))
     api.delete("searchindexes", "search")

@@ -110,6 +110,15 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]
+# A failed migration's pods: the first line of their error, from the termination message.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+# spec.database.cnpgClusterRef: the CloudNativePG cluster's uid (a new cluster is migrated) and
+# its Ready condition (a migration waits for it).
+- apiGroups: [postgresql.cnpg.io]
+  resources: [clusters]
+  verbs: [get]
 {{- end }}
 
 {{/* The pod of a chart Job (chart-jobs.yaml): the operator image, locked down as the operator is. */}}
