@@ -22,6 +22,7 @@ import json
 from .names import (EMBEDDINGS_ANNOTATION, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION,
                     SECRETS_ANNOTATION, TOKEN_ANNOTATION, Owner, child_name, labels, model_slug, selector, short_hash)
 from .rollout import Plan
+from .status import EXIT_REASONS
 from .spec import Embeddings, PodSettings, ResourceRequirements, SearchIndexSpec, Server, TokenRef
 
 API_PORT = 8080  # what the API container listens on; the Service maps spec.api.service.port to it
@@ -75,6 +76,11 @@ def migration_name(owner: Owner, spec: SearchIndexSpec, database: str = "", atte
     # is the attempt: a failed Job is the record of that attempt, the next one is a new Job.
     return child_name(owner.name, "migrate", migration_identity(spec, database),
                       *([str(attempt)] if attempt > 1 else []))
+
+
+def backup_name(owner: Owner, identity: str) -> str:
+    # One per migration identity (migration_identity): the backup taken before that migration.
+    return child_name(owner.name, "premigrate", identity)
 
 
 def backfill_name(owner: Owner, model: str) -> str:
@@ -137,6 +143,13 @@ def _secret_env(name: str, ref) -> dict:
 
 def _database_env(spec: SearchIndexSpec) -> list[dict]:
     return [_secret_env("BACKSCROLL_DATABASE_URL", spec.database.primary)]
+
+
+def _owner_env(owner: Owner) -> list[dict]:
+    """Which SearchIndex a Job works for: `migrate` claims the database for it, and `migrate`,
+    `purge` and `models drop` refuse a database another index claimed (sql/0030)."""
+    return [{"name": "BACKSCROLL_OWNER_UID", "value": owner.uid},
+            {"name": "BACKSCROLL_OWNER_NAME", "value": f"{owner.namespace}/{owner.name}"}]
 
 
 def _read_env(owner: Owner, spec: SearchIndexSpec) -> list[dict]:
@@ -348,7 +361,7 @@ def migration_job(owner: Owner, spec: SearchIndexSpec, database: str = "", attem
     args = ["migrate"]
     if spec.embeddings is not None:
         args += ["--model", spec.embeddings.model, "--dimensions", str(spec.embeddings.dimensions)]
-    container = _container(spec, "migrate", args, _database_env(spec))
+    container = _container(spec, "migrate", args, _database_env(spec) + _owner_env(owner))
     # The end of its log is the pod's termination message: the operator reads the error's first
     # line from there into the status (it never reads logs).
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
@@ -359,7 +372,25 @@ def migration_job(owner: Owner, spec: SearchIndexSpec, database: str = "", attem
     # pod evicted by a drain is no failed attempt: the Job makes another.
     job["spec"]["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [
         {"type": "DisruptionTarget", "status": "True"}]}]}
+    # A refusal (an image older than the schema, a database another index owns) fails the Job with
+    # its exit code in the Job's own Failed condition, which the status reads (EXIT_REASONS).
+    job["spec"]["podFailurePolicy"]["rules"].append(refusals("migrate"))
     return _finish(job, owner)
+
+
+def refusals(container: str) -> dict:
+    return {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "In",
+                                                 "values": sorted(EXIT_REASONS)}}
+
+
+def premigration_backup(owner: Owner, spec: SearchIndexSpec, identity: str) -> dict:
+    """A CloudNativePG Backup of the cluster, taken before the migration `identity` names starts.
+    Owned by the SearchIndex like every child; deleting the Backup object leaves the backup's
+    data where the cluster stores it (CloudNativePG's rule)."""
+    db = spec.database
+    return _finish({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Backup",
+                    "metadata": _meta(backup_name(owner, identity), owner, "premigrate"),
+                    "spec": {"cluster": {"name": db.cnpg_cluster_ref.name}, "method": db.backup_method}}, owner)
 
 
 def status_token_secret(owner: Owner, token: str) -> dict:
@@ -576,16 +607,20 @@ def catchup_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
 
 def prune_job(owner: Owner, spec: SearchIndexSpec, model: str) -> dict:
     """Deletes a superseded model's vectors, index and registration (rollout.retainPrevious: false)."""
-    container = _container(spec, "prune", ["models", "drop", model, "--yes", "--quiet"], _database_env(spec))
-    return _finish(_job(prune_name(owner, model), owner, "prune", container, backoff_limit=3,
-                        settings=pod_settings(spec.pod), **{MODEL_ANNOTATION: model}), owner)
+    container = _container(spec, "prune", ["models", "drop", model, "--yes", "--quiet"],
+                           _database_env(spec) + _owner_env(owner))
+    job = _job(prune_name(owner, model), owner, "prune", container, backoff_limit=3,
+               settings=pod_settings(spec.pod), **{MODEL_ANNOTATION: model})
+    job["spec"]["podFailurePolicy"] = {"rules": [refusals("prune")]}
+    return _finish(job, owner)
 
 
 def purge_job(owner: Owner, spec: SearchIndexSpec) -> dict:
     """Removes everything Backscroll stored (deletionPolicy: delete), before the finalizer goes."""
-    container = _container(spec, "purge", ["purge", "--yes-delete-all-data"], _database_env(spec))
-    return _finish(_job(purge_name(owner), owner, "purge", container, backoff_limit=3,
-                        settings=pod_settings(spec.pod)), owner)
+    container = _container(spec, "purge", ["purge", "--yes-delete-all-data"], _database_env(spec) + _owner_env(owner))
+    job = _job(purge_name(owner), owner, "purge", container, backoff_limit=3, settings=pod_settings(spec.pod))
+    job["spec"]["podFailurePolicy"] = {"rules": [refusals("purge")]}
+    return _finish(job, owner)
 
 
 def disruption_budget(owner: Owner, name: str, component: str, replicas: int | None,

@@ -20,6 +20,7 @@ RESOURCES = {
     "secrets": "/api/v1",
     "pods": "/api/v1",
     "clusters": "/apis/postgresql.cnpg.io/v1",
+    "backups": "/apis/postgresql.cnpg.io/v1",
     "events": "/api/v1",
     "poddisruptionbudgets": "/apis/policy/v1",
     "horizontalpodautoscalers": "/apis/autoscaling/v2",

@@ -20,7 +20,7 @@ from .config import OperatorConfig
 from .kube import FIELD_MANAGER, Conflict, Kube
 from .names import HANDOVER_MANAGER, HASH_ANNOTATION, IMAGE_ANNOTATION, MODEL_ANNOTATION, TOKEN_ANNOTATION, Owner
 from .spec import SearchIndexSpec
-from .status import DeploymentState, Facts, JobState
+from .status import EXIT_REASONS, DeploymentState, Facts, JobState
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +268,24 @@ def database_identity(kube: Kube, owner: Owner, spec: SearchIndexSpec,
     return identity, None
 
 
+def backup_before_migration(kube: Kube, owner: Owner, spec: SearchIndexSpec, database: str) -> tuple[str, str] | None:
+    """(reason, message) while the migration of this identity must wait for its CloudNativePG
+    Backup (spec.database.backupBeforeMigration), None once it completed. A failed one holds the
+    migration until someone deletes it (the next pass takes another) or turns the option off."""
+    manifest = builders.premigration_backup(owner, spec, builders.migration_identity(spec, database))
+    name, cluster = manifest["metadata"]["name"], spec.database.cnpg_cluster_ref.name
+    status = create_once(kube, owner, "backups", manifest).get("status") or {}
+    phase = status.get("phase")
+    if phase == "completed":
+        return None
+    if phase == "failed":
+        return ("BackupFailed", f"backup {name} of CloudNativePG cluster {cluster} failed: "
+                f"{status.get('error') or 'no error given'}; the migration waits: delete the Backup to take another, "
+                "or set spec.database.backupBeforeMigration to false")
+    return ("BackingUp", f"the migration waits for backup {name} of CloudNativePG cluster {cluster} "
+            f"(phase {phase or 'not started'})")
+
+
 # A pod's termination message holds the end of its log; the error is its last `backscroll:` line.
 ERROR_PREFIX = "backscroll: "
 ERROR_MAX = 300
@@ -308,7 +326,10 @@ def migrate(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCon
             delay = min(config.migration_retry_s * 2 ** (attempt - 1), config.migration_retry_max_s)
             record = {**record, "failedAttempt": attempt, "lastError": failure(kube, owner, name),
                       "retryAt": (now + timedelta(seconds=delay)).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        if now >= (_time(record.get("retryAt")) or now) and waiting is None:
+        # A refusal (an image older than the schema, a database another index owns) is not
+        # retried: only a new spec (a new Job) or a person (deleting this one) changes its answer.
+        refused = state.exit_code in EXIT_REASONS
+        if now >= (_time(record.get("retryAt")) or now) and waiting is None and not refused:
             attempt += 1
             name = builders.migration_name(owner, spec, database, attempt)
             state = JobState.of(name, create_once(kube, owner, "jobs",
@@ -359,6 +380,10 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     token_secret, given_token = status_token(kube, owner, spec)
 
     database, waiting = database_identity(kube, owner, spec, read)
+    backup = None
+    if waiting is None and database is not None and spec.database.backup_before_migration:
+        backup = backup_before_migration(kube, owner, spec, database)
+        waiting = backup[1] if backup is not None else None
     migration_state, migration_record = migrate(kube, owner, spec, config, database, waiting, migration or {},
                                                 datetime.now(UTC))
     migrated = migration_state.phase == "succeeded"
@@ -445,7 +470,8 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
 
     serving = plan.api if plan.api is not None and plan.api.in_cluster else None
     facts = Facts(migration=migration_state, migration_record=migration_record,
-                  database_waiting=waiting if migration_state.phase == "absent" else None, api=deployment(builders.api_name(owner)) or
+                  database_waiting=waiting if migration_state.phase == "absent" else None,
+                  backup=backup if migration_state.phase == "absent" else None, api=deployment(builders.api_name(owner)) or
                   DeploymentState(builders.api_name(owner), 0, 0, False),
                   worker=deployment(builders.worker_name(owner)) if plan.worker is not None else None,
                   server=deployment(builders.embeddings_name(owner, serving.model)) if serving else None,

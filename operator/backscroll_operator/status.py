@@ -10,6 +10,7 @@ without embeddings, hybrid with them; anything less is Ready=False with a reason
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import rollout
@@ -27,13 +28,30 @@ NOT_APPLICABLE = "NotApplicable"
 WARNING_REASONS = frozenset({
     "InvalidSpec", "SecretMissing", "MigrationFailed", "BackfillFailed", "EndpointUnavailable",
     "EndpointTimeout", "StatusUnreadable", "Degraded", "NameConflict", "PurgeFailed",
+    "SchemaNewerThanImage", "DatabaseOwnedElsewhere", "BackupFailed",
 })
+
+# How `backscroll` refuses a database (backscroll/errors.py: SchemaNewerThanImage and
+# DatabaseOwnedElsewhere's exit_code), and the reason each becomes: no retry mends either, a person
+# must, so the Jobs fail at once on them (builders.refusals) and the status says which.
+EXIT_REASONS = {3: "SchemaNewerThanImage", 4: "DatabaseOwnedElsewhere"}
+REFUSED = {
+    "SchemaNewerThanImage": "the database's schema is newer than spec.image: a later release applied a contract "
+                            "migration this image does not know, so its API and worker would not start; set "
+                            "spec.image to that release or later (docs/upgrades.md, Rollback)",
+    "DatabaseOwnedElsewhere": "the database belongs to another SearchIndex (recorded at its migration); this one "
+                              "neither migrates, prunes nor purges it. Point spec.database at a database of its own",
+}
+# The Job controller's message when a podFailurePolicy rule fails the Job (Kubernetes'
+# pod_failure_policy.go): "Container C for pod NS/P failed with exit code N matching FailJob rule at index I".
+FAILED_WITH = re.compile(r"failed with exit code (\d+) matching FailJob rule")
 
 
 @dataclass(frozen=True)
 class JobState:
     name: str
     phase: str  # absent | running | succeeded | failed
+    exit_code: int | None = None  # a failed Job's, when a podFailurePolicy rule failed it
 
     @classmethod
     def of(cls, name: str, job: dict | None) -> JobState:
@@ -44,7 +62,8 @@ class JobState:
             if cond.get("status") == "True" and cond.get("type") in ("Complete", "SuccessCriteriaMet"):
                 return cls(name, "succeeded")
             if cond.get("status") == "True" and cond.get("type") in ("Failed", "FailureTarget"):
-                return cls(name, "failed")
+                code = FAILED_WITH.search(cond.get("message") or "")
+                return cls(name, "failed", int(code.group(1)) if code else None)
         return cls(name, "succeeded" if (status.get("succeeded") or 0) >= 1 else "running")
 
 
@@ -99,6 +118,7 @@ class Facts:
     report_error: str | None = None            # why it did not
     migration_record: dict | None = None       # the status' migration block (attempt, last error)
     database_waiting: str | None = None        # why the migration has not started (a CNPG cluster not Ready)
+    backup: tuple[str, str] | None = None      # (reason, message) of the pre-migration backup it waits for
     notes: list[str] = field(default_factory=list)
 
 
@@ -141,6 +161,11 @@ def attempt_failed(record: dict) -> str:
 
 def _migrations(facts: Facts) -> dict:
     job, record = facts.migration, facts.migration_record or {}
+    if job.phase == "failed" and job.exit_code in EXIT_REASONS:
+        reason = EXIT_REASONS[job.exit_code]
+        return _condition("MigrationsApplied", False, reason, f"job {job.name}: {REFUSED[reason]}")
+    if job.phase == "absent" and facts.backup is not None:
+        return _condition("MigrationsApplied", False, *facts.backup)
     attempt = record.get("attempt") or 1
     before = f" (attempt {attempt}; {attempt_failed(record)})" if record.get("failedAttempt") else ""
     if job.phase == "succeeded":
@@ -207,7 +232,8 @@ def _rolling_out(spec: SearchIndexSpec, plan: Plan) -> str | None:
 def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str, dict], plan: Plan) -> dict:
     migrations = conditions["MigrationsApplied"]
     if migrations["status"] != "True":
-        reason = migrations["reason"] if migrations["reason"] in ("MigrationFailed", "WaitingForDatabase") \
+        reason = migrations["reason"] if migrations["reason"] in ("MigrationFailed", "WaitingForDatabase",
+                                                                  "BackingUp", "BackupFailed", *REFUSED) \
             else "WaitingForMigrations"
         return _condition("Ready", False, reason, migrations["message"])
     if spec.hibernated:

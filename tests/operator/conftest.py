@@ -68,6 +68,7 @@ RESOURCES = {
     "networkpolicies": "/apis/networking.k8s.io/v1",
     "leases": "/apis/coordination.k8s.io/v1",
     "clusters": "/apis/postgresql.cnpg.io/v1",
+    "backups": "/apis/postgresql.cnpg.io/v1",
 }
 CHILD_KINDS = ("deployments", "services", "jobs", "poddisruptionbudgets", "horizontalpodautoscalers",
                "networkpolicies")
@@ -469,6 +470,26 @@ CNPG_CRD = {
 def cnpg_crd(control_plane):
     control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(CNPG_CRD))
     control_plane.kubectl("wait", "--for=condition=Established", "crd/clusters.postgresql.cnpg.io",
+                          "--timeout=120s", timeout=150)
+
+
+# CloudNativePG's Backup as far as the operator uses it (created before a migration with
+# spec.database.backupBeforeMigration, its status.phase read): a stand-in like the Cluster's.
+BACKUP_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "backups.postgresql.cnpg.io"},
+    "spec": {"group": "postgresql.cnpg.io", "scope": "Namespaced",
+             "names": {"kind": "Backup", "listKind": "BackupList", "plural": "backups", "singular": "backup"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture(scope="session")
+def cnpg_backup_crd(control_plane, cnpg_crd):
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(BACKUP_CRD))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/backups.postgresql.cnpg.io",
                           "--timeout=120s", timeout=150)
 
 

@@ -9,6 +9,8 @@ from backscroll_operator.names import HASH_ANNOTATION, Owner, child_name, model_
 from backscroll_operator.spec import parse
 
 OWNER = Owner(name="search", namespace="team", uid="uid-1")
+# Which SearchIndex the data Jobs (migrate, purge, prune) work for (tests/operator/test_data_safety.py).
+OWNER_ENV = ("BACKSCROLL_OWNER_UID", "BACKSCROLL_OWNER_NAME")
 BASE = {"image": "backscroll:1", "database": {"secretRef": {"name": "db"}}}
 EXTERNAL = {**BASE, "embeddings": {"model": "m@256", "dimensions": 256,
                                    "external": {"url": "https://emb.example/v1",
@@ -74,7 +76,8 @@ def test_the_embeddings_key_reaches_only_gateway_callers():
                      backfill(spec)):
         assert env_of(manifest)["BACKSCROLL_EMBEDDINGS_API_KEY"] == key
     migration = env_of(builders.migration_job(OWNER, spec))
-    assert set(migration) == {"BACKSCROLL_DATABASE_URL"}, "the migration Job gets the database and nothing else"
+    assert set(migration) == {"BACKSCROLL_DATABASE_URL", *OWNER_ENV}, \
+        "the migration Job gets the database (and whose it is) and nothing else"
 
 
 def test_embeddings_settings_map_to_backscroll_env():
@@ -261,7 +264,7 @@ def test_cnpg_cluster_wires_its_app_secret_and_read_service():
     assert names.index("BACKSCROLL_CNPG_USER") < names.index("BACKSCROLL_DATABASE_READ_URL")
     assert names.index("BACKSCROLL_CNPG_DBNAME") < names.index("BACKSCROLL_DATABASE_READ_URL")
     migration = env_of(builders.migration_job(OWNER, spec))
-    assert set(migration) == {"BACKSCROLL_DATABASE_URL"}, "the migration uses the primary only"
+    assert set(migration) == {"BACKSCROLL_DATABASE_URL", *OWNER_ENV}, "the migration uses the primary only"
     primary_only = parse({"image": "backscroll:1", "database": {"cnpgClusterRef": {"name": "pg", "readService": "rw"}}})
     assert "BACKSCROLL_DATABASE_READ_URL" not in env_of(api_of(primary_only))
 
@@ -335,7 +338,7 @@ def test_rollout_and_deletion_jobs():
     purge = builders.purge_job(OWNER, spec)
     assert purge["spec"]["template"]["spec"]["containers"][0]["args"] == ["purge", "--yes-delete-all-data"]
     for job in (prune, purge):
-        assert set(env_of(job)) == {"BACKSCROLL_DATABASE_URL"}
+        assert set(env_of(job)) == {"BACKSCROLL_DATABASE_URL", *OWNER_ENV}
 
 
 def test_worker_has_probes_on_its_health_port():

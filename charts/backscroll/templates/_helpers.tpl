@@ -104,6 +104,11 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
+# spec.database.backupBeforeMigration: the CloudNativePG Backup a migration waits for
+# (created once per migration, its phase read; never changed or deleted by hand).
+- apiGroups: [postgresql.cnpg.io]
+  resources: [backups]
+  verbs: [get, create]
 # Read: that the pods' Secrets exist with their keys (their resourceVersion rolls the pods on
 # rotation; nothing computed from a value is written anywhere); create: the operator's own status
 # token Secret. Never updated, never listed.
