@@ -20,6 +20,7 @@ from .test_ha import HA, holder
 from .test_scenarios import available, bring_up, condition
 
 N, N1 = "1.0.0", "1.1.0"
+FAST = dict(HA, interval_s=1.0)  # resyncs every second: each step is seen within one
 FIELD = "futureField"
 
 
@@ -56,7 +57,7 @@ def resumed(replica) -> None:
 
 def test_an_upgrade_across_a_crd_that_grew_a_defaulted_field_and_back(api, operators, status_server, control_plane,
                                                                        crd):
-    old = operators("replica-n", version=N, **HA)
+    old = operators("replica-n", version=N, **FAST)
     refuses_unknown_fields(old)
     eventually(lambda: holder(api) == "replica-n")
     bring_up(api, status_server, embeddings=False)
@@ -70,7 +71,7 @@ def test_an_upgrade_across_a_crd_that_grew_a_defaulted_field_and_back(api, opera
         assert api.get("searchindexes", "search")["metadata"]["generation"] == generation
 
         # The rolling upgrade: N+1 starts beside N (a follower), then N stops and hands the Lease over.
-        new = operators("replica-n1", version=N1, **HA)
+        new = operators("replica-n1", version=N1, **FAST)
         resumed(new)
         old.stop()
         eventually(lambda: holder(api) == "replica-n1")
@@ -87,7 +88,7 @@ def test_an_upgrade_across_a_crd_that_grew_a_defaulted_field_and_back(api, opera
         assert len(said) == 1, said
 
         # And back: N (a release with the tolerance) takes over again; the CRD stays N+1's, as Helm leaves it.
-        back = operators("replica-n-again", version=N, **HA)
+        back = operators("replica-n-again", version=N, **FAST)
         resumed(back)
         new.stop()
         eventually(lambda: holder(api) == "replica-n-again")
