@@ -41,6 +41,8 @@ CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1
             ("policy", "v1", "poddisruptionbudgets"), ("autoscaling", "v2", "horizontalpodautoscalers"),
             ("networking.k8s.io", "v1", "networkpolicies"))
 
+CNPG_CLUSTERS = ("postgresql.cnpg.io", "v1", "clusters")
+
 CHILD_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
 
 log = logging.getLogger(__name__)
@@ -330,5 +332,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
             owner = _owner_name(body)
             if owner is not None:
                 passes.request(body["metadata"]["namespace"], owner, "child")
+
+    # A CloudNativePG cluster becoming Ready starts the migrations waiting for it at once, not at
+    # the next resync. kopf watches the kind only where its CRD is installed.
+    @kopf.on.event(*CNPG_CLUSTERS, id="cnpg-cluster", registry=registry)
+    def cnpg_cluster(body, **_):
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        for index in passes.kube.list("searchindexes", namespace, {}) if passes.leads() else []:
+            ref = (((index.get("spec") or {}).get("database") or {}).get("cnpgClusterRef") or {}).get("name")
+            if ref == name:
+                passes.request(namespace, index["metadata"]["name"], "child")
 
     return passes

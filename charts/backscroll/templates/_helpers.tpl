@@ -120,10 +120,10 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
   resources: [pods]
   verbs: [list]
 # spec.database.cnpgClusterRef: the CloudNativePG cluster's uid (a new cluster is migrated) and
-# its Ready condition (a migration waits for it).
+# its Ready condition (a migration waits for it; watched, so it starts once the cluster is Ready).
 - apiGroups: [postgresql.cnpg.io]
   resources: [clusters]
-  verbs: [get]
+  verbs: [get, list, watch]
 {{- end }}
 
 {{/* The pod of a chart Job (chart-jobs.yaml): the operator image, locked down as the operator is. */}}
