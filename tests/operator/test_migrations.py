@@ -79,7 +79,7 @@ def test_a_migration_waits_for_the_cnpg_cluster_to_be_ready(api, operator, statu
     status_server.reports["search"] = report("lexical")
     api.secret("pg-app", uri="postgresql://app:pw@pg-rw:5432/app", username="app", password="pw", dbname="app")
     cnpg_cluster(api, "pg", ready=False)  # CloudNativePG wrote the -app Secret; the primary is not up yet
-    with operator():
+    with operator(interval_s=600):  # the resync 10 minutes away: the cluster's watch starts the migration
         api.create("searchindexes", searchindex(embeddings=False, database={"cnpgClusterRef": {"name": "pg"}}))
         applied = eventually(lambda: condition(api, "search", "MigrationsApplied").get("reason") == "WaitingForDatabase"
                              and condition(api, "search", "MigrationsApplied"))
