@@ -34,7 +34,7 @@ serve: $(STAMP) ## Run the API only (BACKSCROLL_DATABASE_URL, or the embedded Po
 migrate: $(STAMP) ## Apply pending migrations
 	$(BIN)/backscroll migrate
 
-test: $(STAMP) $(HELM) browser-deps image-deps cluster-build ## Run every test suite: a real embedded PostgreSQL, a real control plane, the images built and run
+test: $(STAMP) $(HELM) browser-deps image-deps cluster-build promtool-build ## Run every test suite: a real embedded PostgreSQL, a real control plane, the images built and run
 	$(BIN)/python -m pytest -q
 
 # The browser tests drive Debian's chromium (Playwright's own download does not work here).
@@ -131,6 +131,12 @@ CLUSTER_STATE ?= .cluster
 .PHONY: cluster-build cluster cluster-down
 cluster-build: ## Build the pinned control plane and kubectl (cached outside the repository; a cold build takes long)
 	bash tests/cluster/build.sh
+
+# promtool (Prometheus v0.316.0, i.e. 3.16) for `promtool test rules` of the chart's alerts (tests/deploy/test_alerts.py),
+# built from the Go module proxy into ~/.cache/backscroll/promtool/ (or $$BACKSCROLL_PROMTOOL_CACHE).
+.PHONY: promtool-build
+promtool-build: ## Build the pinned promtool that checks the alert rules (cached outside the repository)
+	bash tests/monitoring/build-promtool.sh
 
 cluster: cluster-build ## Start a real control plane on 127.0.0.1 in .cluster/ and print the KUBECONFIG to use
 	$(PYTHON) -m tests.cluster.controlplane up --state $(CLUSTER_STATE)

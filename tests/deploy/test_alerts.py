@@ -103,6 +103,15 @@ def test_the_chart_ships_the_rule_file_as_a_prometheusrule(render):
     assert rule["metadata"]["labels"]["release"] == "prom"
 
 
+def test_promtool_checks_the_rules_and_runs_a_test_per_alert(promtool):
+    check = subprocess.run([promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in check.stdout + check.stderr
+    done = subprocess.run([promtool, "test", "rules", str(PROMTOOL_TESTS)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 DASHBOARD = CHART / "files/dashboard.json"
 
 
