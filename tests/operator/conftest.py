@@ -452,45 +452,39 @@ def crd(control_plane):
     return yaml.safe_load(CRD.read_text())
 
 
-# CloudNativePG's Cluster as far as the operator reads it (its uid and its Ready condition): a
-# stand-in CRD of the same group, version and names, with the status subresource; CloudNativePG's
-# own controller does not run here, a test writes the status it would.
-CNPG_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusters.postgresql.cnpg.io"},
-    "spec": {"group": "postgresql.cnpg.io", "scope": "Namespaced",
-             "names": {"kind": "Cluster", "listKind": "ClusterList", "plural": "clusters", "singular": "cluster"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+def stand_in_crd(kind: str) -> dict:
+    """A CloudNativePG resource as far as the operator uses it: a CRD of CloudNativePG's group,
+    version and names, with the status subresource and any fields. CloudNativePG's controller does
+    not run here; a test writes the status it would."""
+    plural = f"{kind.lower()}s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.postgresql.cnpg.io"},
+        "spec": {"group": "postgresql.cnpg.io", "scope": "Namespaced",
+                 "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
 
 
+def install_stand_in(control_plane, kind: str) -> None:
+    crd = stand_in_crd(kind)
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}",
+                          "--timeout=120s", timeout=150)
+
+
+# A Cluster: its uid and its Ready condition.
 @pytest.fixture(scope="session")
 def cnpg_crd(control_plane):
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(CNPG_CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd/clusters.postgresql.cnpg.io",
-                          "--timeout=120s", timeout=150)
+    install_stand_in(control_plane, "Cluster")
 
 
-# CloudNativePG's Backup as far as the operator uses it (created before a migration with
-# spec.database.backupBeforeMigration, its status.phase read): a stand-in like the Cluster's.
-BACKUP_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "backups.postgresql.cnpg.io"},
-    "spec": {"group": "postgresql.cnpg.io", "scope": "Namespaced",
-             "names": {"kind": "Backup", "listKind": "BackupList", "plural": "backups", "singular": "backup"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
-
-
+# A Backup: created before a migration with spec.database.backupBeforeMigration, its status.phase read.
 @pytest.fixture(scope="session")
 def cnpg_backup_crd(control_plane, cnpg_crd):
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(BACKUP_CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd/backups.postgresql.cnpg.io",
-                          "--timeout=120s", timeout=150)
+    install_stand_in(control_plane, "Backup")
 
 
 def cnpg_cluster(api: Api, name: str, ready: bool) -> dict:
