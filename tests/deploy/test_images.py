@@ -74,7 +74,7 @@ def test_api_image_serves_every_command_and_ships_the_migrations():
 def test_operator_image_installs_what_the_operator_imports():
     # requirements/operator.in is what operator.lock is compiled from (the test below holds it there).
     text = (ROOT / "requirements/operator.in").read_text()
-    installed = {re.split(r"[<>=]", line)[0].strip().replace("-", "_") for line in text.splitlines()
+    installed = {re.split(r"[<>=]", line)[0].strip().lower().replace("-", "_") for line in text.splitlines()
                  if line.strip() and not line.startswith("#")}
     imported = set()
     for source in (ROOT / "operator/backscroll_operator").glob("*.py"):
@@ -83,7 +83,11 @@ def test_operator_image_installs_what_the_operator_imports():
                 imported |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
-    third_party = {m for m in imported - set(sys.stdlib_module_names) if m != "__future__"}
+    # By distribution: `import yaml` is PyYAML's.
+    distributions = importlib.metadata.packages_distributions()
+    third_party = {distributions.get(m, [m])[0].lower().replace("-", "_")
+                   for m in imported - set(sys.stdlib_module_names) if m != "__future__"}
+    third_party -= {"backscroll_operator"}
     # kubernetes is imported lazily, inside a function, so it is among the imports too.
     assert third_party <= installed, third_party - installed
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["operator"]
@@ -102,7 +106,7 @@ def test_an_installed_package_finds_its_migrations(tmp_path):
     site = tmp_path / "site"
     pkg = site / "backscroll"
     (pkg / "store").mkdir(parents=True)
-    for name in ("__init__.py", "errors.py", "store/__init__.py", "store/migrate.py"):
+    for name in ("__init__.py", "errors.py", "store/__init__.py", "store/migrate.py", "store/owner.py"):
         (pkg / name).write_bytes((ROOT / "backscroll" / name).read_bytes())
     (pkg / "sql").mkdir()
     for sql in (ROOT / "sql").glob("*.sql"):
