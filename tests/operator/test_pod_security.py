@@ -171,7 +171,7 @@ SPECS = {
     "lexical": BASE,
     "in-cluster": IN_CLUSTER,
     "in-cluster, cached and mirrored": {**BASE, "embeddings": {"model": "e5", "dimensions": 384, "server": {
-        "replicas": 2, "modelCache": {"claimName": "weights"},
+        "replicas": 1, "modelCache": {"claimName": "weights"},
         "modelSource": {"mirrorUrl": "https://hf.example", "tokenSecretRef": {"name": "hf", "key": "token"}}}}},
     "in-cluster, a pre-populated volume": {**BASE, "embeddings": {"model": "e5", "dimensions": 384, "server": {
         "modelSource": {"volume": {"claimName": "weights"}}}}},
