@@ -27,6 +27,7 @@ import kopf
 
 from . import __version__
 from . import status as derive
+from .bookkeeping import ReplicaDiffBase, ReplicaProgress
 from .config import OperatorConfig
 from .deletion import finalize, sync_finalizer
 from .kube import Kube, KubeError, NoCredentials, NotFound, bearer, configuration
@@ -262,10 +263,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
 
     @kopf.on.startup(registry=registry)
     def startup(settings: kopf.OperatorSettings, **_):
-        # kopf's bookkeeping goes in annotations under the operator's own group, so the status
-        # holds only what a platform team reads.
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled")
+        # kopf's bookkeeping stays in this replica (bookkeeping.py: shared, two versions side by
+        # side overwrote each other's), and out of the status, which holds only what people read.
+        settings.persistence.progress_storage = ReplicaProgress()
+        settings.persistence.diffbase_storage = ReplicaDiffBase()
         settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
         # The children's lists and watches ask the server for the operator's own objects only: a
         # cluster-wide operator must not receive every Deployment, Service and Job of the cluster

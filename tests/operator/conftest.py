@@ -358,11 +358,13 @@ class LogCapture(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
+        self.threads: list[str] = []  # beside each line: replicas in one process share the loggers
         self.setFormatter(logging.Formatter("[%(levelname)s %(name)s] %(message)s"))
 
     def emit(self, record):
         with contextlib.suppress(Exception):
             self.lines.append(self.format(record))
+            self.threads.append(record.threadName)
 
 
 class Operator:
@@ -411,6 +413,12 @@ class Operator:
     @property
     def output(self) -> str:
         return "\n".join(self.log.lines)
+
+    @property
+    def kopf_output(self) -> str:
+        """What this replica's kopf said on its own event loop (`output` holds every replica's)."""
+        return "\n".join(line for line, thread in zip(self.log.lines, self.log.threads)
+                         if thread == self.thread.name)
 
     @property
     def url(self) -> str:
