@@ -83,12 +83,18 @@ def backup_name(owner: Owner, identity: str) -> str:
     return child_name(owner.name, "premigrate", identity)
 
 
-def backfill_name(owner: Owner, model: str) -> str:
-    return child_name(owner.name, "backfill", model_slug(model))
+def _database_part(database: str) -> list[str]:
+    # A Job's record holds for one database (migration_identity's `database`): another one, or the
+    # same name made again (a new uid), is empty and gets its own backfill and catch-up.
+    return [short_hash([database])] if database else []
 
 
-def catchup_name(owner: Owner, model: str) -> str:
-    return child_name(owner.name, "catchup", model_slug(model))
+def backfill_name(owner: Owner, model: str, database: str = "") -> str:
+    return child_name(owner.name, "backfill", model_slug(model), *_database_part(database))
+
+
+def catchup_name(owner: Owner, model: str, database: str = "") -> str:
+    return child_name(owner.name, "catchup", model_slug(model), *_database_part(database))
 
 
 def prune_name(owner: Owner, model: str) -> str:
@@ -588,18 +594,19 @@ def _backfill_container(spec: SearchIndexSpec, name: str, emb: Embeddings, owner
     return _container(spec, name, args, env, spec.worker.resources, component="worker")
 
 
-def backfill_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
-    """One Job per model, named from the model: a new model is a new Job, the same model the same."""
-    job = _job(backfill_name(owner, emb.model), owner, "backfill", _backfill_container(spec, "backfill", emb, owner),
+def backfill_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings, database: str = "") -> dict:
+    """One Job per model and database, named from both: a new model or a new database is a new
+    Job, the same ones the same."""
+    job = _job(backfill_name(owner, emb.model, database), owner, "backfill", _backfill_container(spec, "backfill", emb, owner),
                emb.backfill.backoff_limit, settings=pod_settings(spec.pod, spec.worker.pod),
                **{MODEL_ANNOTATION: emb.model})
     return _finish(job, owner)
 
 
-def catchup_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings) -> dict:
+def catchup_job(owner: Owner, spec: SearchIndexSpec, emb: Embeddings, database: str = "") -> dict:
     """The same backfill run again once the worker embeds with the model: it embeds what arrived
     between the first backfill's pass and the worker's switch (it skips what has a vector)."""
-    job = _job(catchup_name(owner, emb.model), owner, "catchup", _backfill_container(spec, "catchup", emb, owner),
+    job = _job(catchup_name(owner, emb.model, database), owner, "catchup", _backfill_container(spec, "catchup", emb, owner),
                emb.backfill.backoff_limit, settings=pod_settings(spec.pod, spec.worker.pod),
                **{MODEL_ANNOTATION: emb.model})
     return _finish(job, owner)

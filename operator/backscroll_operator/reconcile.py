@@ -418,9 +418,12 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     def state(name: str) -> JobState:
         return JobState.of(name, jobs.get(name))
 
-    backfilled = frozenset(_annotation(j, MODEL_ANNOTATION) for n, j in jobs.items()
-                           if _component(j) == "backfill" and JobState.of(n, j).phase == "succeeded")
-    catchup = state(builders.catchup_name(owner, target.model)) if target else None
+    # A backfill or catch-up counts for the database it ran against only (its name holds both).
+    db = database or ""
+    backfilled = frozenset(model for n, j in jobs.items() if _component(j) == "backfill"
+                           and (model := _annotation(j, MODEL_ANNOTATION)) is not None
+                           and n == builders.backfill_name(owner, model, db) and JobState.of(n, j).phase == "succeeded")
+    catchup = state(builders.catchup_name(owner, target.model, db)) if target else None
     prune = state(builders.prune_name(owner, previous)) if previous else None
     if prune is not None and prune.phase == "succeeded":
         previous = None  # its vectors are gone: nothing left to prune or to roll back to quickly
@@ -456,12 +459,13 @@ def converge(kube: Kube, owner: Owner, spec: SearchIndexSpec, config: OperatorCo
     # The backfill embeds rows the migration's vector index must already cover: it waits.
     backfill_state = None
     if target is not None:
-        name = builders.backfill_name(owner, target.model)
-        job = create_once(kube, owner, "jobs", builders.backfill_job(owner, spec, target)) if migrated else jobs.get(name)
+        name = builders.backfill_name(owner, target.model, db)
+        job = create_once(kube, owner, "jobs", builders.backfill_job(owner, spec, target, db)) if migrated else jobs.get(name)
         backfill_state = JobState.of(name, job)
-    remove_others(kube, owner, "jobs", "backfill", keep={builders.backfill_name(owner, m) for m in plan.backfills})
-    _only_job(kube, owner, "catchup",
-              builders.catchup_job(owner, spec, plan.catchup) if plan.catchup is not None else None)
+    if database is not None:  # a database not found yet leaves the records of the one it was
+        remove_others(kube, owner, "jobs", "backfill", keep={builders.backfill_name(owner, m, db) for m in plan.backfills})
+        _only_job(kube, owner, "catchup",
+                  builders.catchup_job(owner, spec, plan.catchup, db) if plan.catchup is not None else None)
     _only_job(kube, owner, "prune", builders.prune_job(owner, spec, plan.prune) if plan.prune is not None else None)
 
     def deployment(name: str) -> DeploymentState | None:

@@ -9,7 +9,7 @@ Failed, the end of its log as the termination message) while a gate holds it Pen
 from __future__ import annotations
 
 from .conftest import cnpg_cluster, eventually, fail_pod, report
-from .test_scenarios import condition, migration_job, searchindex, succeeded
+from .test_scenarios import backfill_jobs, bring_up, condition, migration_job, searchindex, succeeded
 
 RETRY = dict(migration_retry_s=1.0, migration_retry_max_s=2.0)
 ERROR = "backscroll: migration 0031_example.sql failed: deadlock detected"
@@ -73,6 +73,23 @@ def test_a_new_database_is_migrated(api, operator, status_server):
         eventually(lambda: succeeded(api, third))
         eventually(lambda: migrate_jobs(api) == {third})
         eventually(lambda: condition(api, "search", "Ready").get("status") == "True")
+
+
+def test_a_new_database_is_backfilled(api, operator, status_server):
+    """The backfill of the same model in another database is another Job: the last one's success
+    was that database's, and the new one has no vectors yet."""
+    with operator():
+        bring_up(api, status_server)
+        eventually(lambda: condition(api, "search", "BackfillComplete").get("reason") == "Complete")
+        (first,) = backfill_jobs(api)
+        api.secret("db2", uri="postgresql://backscroll@db2/backscroll")
+        api.patch("searchindexes", "search", {"spec": {"database": {"secretRef": {"name": "db2"}}}})
+        second = eventually(lambda: (backfill_jobs(api) - {first}) and (backfill_jobs(api) - {first}).pop())
+        assert second.startswith(first.rsplit("-", 1)[0]), "the same model's backfill, for another database"
+        eventually(lambda: succeeded(api, second))
+        eventually(lambda: backfill_jobs(api) == {second})
+        eventually(lambda: condition(api, "search", "BackfillComplete").get("reason") == "Complete"
+                   and condition(api, "search", "Ready").get("status") == "True")
 
 
 def test_a_migration_waits_for_the_cnpg_cluster_to_be_ready(api, operator, status_server, cnpg_crd):
