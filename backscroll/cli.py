@@ -127,25 +127,51 @@ def _stop_on_signals():
     return stop
 
 
+def admin_authorizer(url: str):
+    """The worker's /metrics check (embeddings may not import access; the command line holds both):
+    an admin bearer token, looked up in the database like the API does. Returns for one; raises
+    Unauthenticated (401) or Forbidden (403) otherwise, psycopg.Error when the database does not
+    answer."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from .access.auth import TokenKind, authenticate
+    from .embeddings.health import PROBE_CONNECT_TIMEOUT_S
+    from .errors import Unauthenticated
+
+    def authorize(header: str | None) -> None:
+        if not header:  # no round trip to refuse what carries no token
+            raise Unauthenticated("missing bearer token: send `Authorization: Bearer <token>`")
+        with psycopg.connect(url, connect_timeout=PROBE_CONNECT_TIMEOUT_S, autocommit=True,
+                             row_factory=dict_row, options="-c statement_timeout=5000") as conn:
+            authenticate(conn, header).require(TokenKind.admin)
+
+    return authorize
+
+
 def cmd_worker(args, settings: Settings) -> int:
     import threading
 
     from .embeddings.health import HealthServer, Heartbeat, wait_until_ready
+    from .embeddings.metrics import WorkerMetrics
     from .embeddings.worker import run_worker
 
     if not settings.embeddings_enabled:
         print("embeddings are off (BACKSCROLL_EMBEDDINGS_MODEL is not set): nothing to do", file=sys.stderr)
         return 0
     url, stop, heartbeat = _url(settings), _stop_on_signals(), Heartbeat()
+    metrics = WorkerMetrics(lambda: heartbeat.age_s)
     health = None
     if settings.worker_health_port:
         # Up before the wait for migrations: the probes say the worker is alive and not ready yet.
         health = HealthServer(settings, url, heartbeat, threading.current_thread(),
-                              settings.worker_health_host or settings.host, settings.worker_health_port).start()
+                              settings.worker_health_host or settings.host, settings.worker_health_port,
+                              metrics=metrics, authorize=admin_authorizer(url)).start()
     try:
         if not wait_until_ready(url, settings, stop, "worker", tick=heartbeat.beat):
             return 0
-        stats = run_worker(settings, url, once=args.once, stop=stop, batch_size=args.batch, heartbeat=heartbeat)
+        stats = run_worker(settings, url, once=args.once, stop=stop, batch_size=args.batch, heartbeat=heartbeat,
+                           metrics=metrics)
     finally:
         if health is not None:
             health.close()

@@ -313,6 +313,13 @@ class Settings(BaseSettings):
             "GET /healthz of the worker fails when its loop has not come round for this long: longer than any "
             "wait the loop makes (the poll, a backoff of at most 60 s, an embeddings request with its retries)."),
     )
+    worker_metrics_refresh_s: float = Field(
+        default=15.0, gt=0,
+        description=(
+            "How often `backscroll worker` counts the outbox for its metrics (GET /metrics on the health port: "
+            "backscroll_worker_outbox_jobs, backscroll_worker_outbox_oldest_due_seconds); one query of the "
+            "outbox each time, from the worker's loop."),
+    )
     owner_uid: str | None = Field(
         default=None,
         description=(

@@ -10,6 +10,11 @@ thread of its own (the standard library's server: two fixed routes need no frame
 - `GET /readyz` (readiness): 200 when the database answers, every migration this build ships is
   applied and the configured model is registered, i.e. the worker can work; 503 with the reason
   otherwise (no secrets, no connection string).
+- `GET /metrics`: the worker's Prometheus metrics (metrics.py), for an admin token only, like the
+  API's /metrics. The check is injected (`authorize`, from the command line, which may import
+  backscroll.access): it returns for an admin token and raises a BackscrollError otherwise (401
+  without a token or with a bad one, 403 for another kind), answered as JSON. Without `authorize`
+  /metrics is not served (404). The probes stay without a token: the kubelet sends none.
 
 A worker or backfill started before the migration Job finished waits for it (`wait_until_ready`)
 instead of failing on tables that are not there yet.
@@ -28,8 +33,9 @@ from typing import Callable
 import psycopg
 
 from ..config import Settings
-from ..errors import MigrationError
+from ..errors import BackscrollError, MigrationError
 from ..store.migrate import applied_versions, check_compatible, load_migrations
+from .metrics import WorkerMetrics
 from .vectors import SELECT_MODEL
 
 log = logging.getLogger(__name__)
@@ -126,12 +132,20 @@ class Heartbeat:
         return time.monotonic() - self._at
 
 
+# Checks the Authorization header of a /metrics request: returns for an admin token, raises a
+# BackscrollError (Unauthenticated, Forbidden) otherwise.
+Authorize = Callable[[str | None], None]
+
+
 class HealthServer:
-    """/healthz and /readyz on (host, port) from a daemon thread; port 0 picks a free one."""
+    """/healthz, /readyz (and, given `metrics` and `authorize`, /metrics) on (host, port) from a
+    daemon thread; port 0 picks a free one."""
 
     def __init__(self, settings: Settings, url: str, heartbeat: Heartbeat, loop: threading.Thread,
-                 host: str, port: int):
+                 host: str, port: int, *, metrics: WorkerMetrics | None = None,
+                 authorize: Authorize | None = None):
         self.settings, self.url, self.heartbeat, self.loop = settings, url, heartbeat, loop
+        self.metrics, self.authorize = metrics, authorize
         health = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -141,12 +155,21 @@ class HealthServer:
                     status, body = health.liveness()
                 elif path == "/readyz":
                     status, body = health.readiness()
+                elif path == "/metrics" and health.metrics is not None and health.authorize is not None:
+                    status, body = health.scrape(self.headers.get("Authorization"))
+                    if isinstance(body, bytes):
+                        self._send(status, body, health.metrics.content_type)
+                        return
                 else:
                     status, body = 404, {"status": "not_found"}
-                data = json.dumps(body).encode()
+                self._send(status, json.dumps(body).encode(), "application/json")
+
+            def _send(self, status: int, data: bytes, content_type: str) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
+                if status == 401:
+                    self.send_header("WWW-Authenticate", "Bearer")
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -164,7 +187,8 @@ class HealthServer:
 
     def start(self) -> "HealthServer":
         self._thread.start()
-        log.info("worker health on %s:%d (/healthz, /readyz)", self.httpd.server_address[0], self.port)
+        log.info("worker health on %s:%d (/healthz, /readyz%s)", self.httpd.server_address[0], self.port,
+                 ", /metrics" if self.metrics is not None and self.authorize is not None else "")
         return self
 
     def close(self) -> None:
@@ -184,3 +208,19 @@ class HealthServer:
         if reason is not None:
             return 503, {"status": "unavailable", "reason": reason}
         return 200, {"status": "ok"}
+
+    def scrape(self, header: str | None) -> tuple[int, dict | bytes]:
+        """The metrics for an admin token; the refusal (401, 403), or 503 when the token cannot be
+        checked (the database unreachable), as JSON, never a traceback."""
+        try:
+            self.authorize(header)
+        except BackscrollError as exc:
+            return exc.status, exc.to_dict()
+        except psycopg.Error as exc:
+            return 503, {"error": {"code": "unavailable",
+                                   "message": f"the token cannot be checked: the database is unreachable "
+                                              f"({type(exc).__name__})"}}
+        except Exception:
+            log.exception("worker /metrics: the token check failed")
+            return 500, {"error": {"code": "internal_error", "message": "the token check failed"}}
+        return 200, self.metrics.exposition()

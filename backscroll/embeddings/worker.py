@@ -32,6 +32,7 @@ from .backfill import BackfillRunning, lock_held, run_backfill
 from .document import document_text
 from .gateway import Gateway, GatewayError, gateway_for
 from .health import Heartbeat
+from .metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,18 @@ update embedding_outbox
    set next_attempt_at = now() + make_interval(secs => %(delay_s)s), last_error = %(error)s
  where message_id = any(%(ids)s::bigint[])
 """
+# The outbox at a glance, for `queue()` and the metrics (one statement, one scan of the table): the
+# oldest due job's age is since it was queued, so a job postponed again and again (the server
+# down) ages as its message waits for a vector.
 QUEUE = """
 select count(*) filter (where parked_at is null) as pending,
        count(*) filter (where parked_at is null and next_attempt_at <= now()) as due,
-       count(*) filter (where parked_at is not null) as parked
+       count(*) filter (where parked_at is not null) as parked,
+       coalesce(extract(epoch from now() - min(enqueued_at) filter (
+           where parked_at is null and next_attempt_at <= now())), 0)::float8 as oldest_due_s
   from embedding_outbox
 """
+QUEUE_COUNTS = ("pending", "due", "parked")
 
 
 @dataclass
@@ -101,9 +108,10 @@ OWED = ("pending", "interrupted", "failed", "running")
 class Worker:
     def __init__(self, settings: Settings, url: str, *, gateway: Gateway | None = None,
                  stop: threading.Event | None = None, batch_size: int | None = None,
-                 heartbeat: Heartbeat | None = None):
+                 heartbeat: Heartbeat | None = None, metrics: WorkerMetrics | None = None):
         self.settings = settings
         self.heartbeat = heartbeat or Heartbeat()
+        self.metrics = metrics or WorkerMetrics(lambda: self.heartbeat.age_s)
         self.gateway = gateway or gateway_for(settings)
         self.gateway.require_configured()  # off (no model) or nowhere to send: nothing to do
         self.stop = stop or threading.Event()
@@ -123,6 +131,8 @@ class Worker:
         self.conn = connect(url)
         self.url = url
         self.stats = Stats()
+        self.metrics.start(self.model.model)
+        self._metrics_due = 0.0
         self._idle = 0.0
         self._backfill: threading.Thread | None = None
         self._backfill_due = 0.0
@@ -179,6 +189,7 @@ class Worker:
             except psycopg.OperationalError:
                 continue  # gone again between the check and the connection
             self.stats.reconnects += 1
+            self.metrics.reconnects.labels(model=self.model.model).inc()
             return
 
     def __enter__(self) -> "Worker":
@@ -188,7 +199,20 @@ class Worker:
         self.close()
 
     def queue(self) -> dict:
-        return self.ledger.execute(QUEUE).fetchone()
+        """The outbox's counts: pending (not parked), due (pending and due now), parked."""
+        row = self.ledger.execute(QUEUE).fetchone()
+        return {k: row[k] for k in QUEUE_COUNTS}
+
+    def refresh_metrics(self, *, force: bool = False) -> dict | None:
+        """Set the outbox gauges from QUEUE, at most every `worker_metrics_refresh_s` (unless
+        forced); the row read, or None when it was not yet time."""
+        now = time.monotonic()
+        if not force and now < self._metrics_due:
+            return None
+        self._metrics_due = now + self.settings.worker_metrics_refresh_s
+        row = self.ledger.execute(QUEUE).fetchone()
+        self.metrics.outbox(self.model.model, row)
+        return row
 
     def run(self, *, once: bool = False) -> Stats:
         """Drain until stopped; with `once`, until no job is due (or the server is unreachable)."""
@@ -199,6 +223,7 @@ class Worker:
             try:
                 if not once:
                     self.maybe_backfill()
+                self.refresh_metrics()
                 handled, transient = self.run_batch()
             except psycopg.OperationalError as exc:
                 # The database restarted or failed over: the batch's transaction is gone with its
@@ -223,6 +248,7 @@ class Worker:
 
     def run_batch(self) -> tuple[int, bool]:
         """Claim, embed and store one batch. Returns (jobs claimed, whether the server was unreachable)."""
+        started = time.perf_counter()
         with self.conn.transaction():
             rows = self.conn.execute(CLAIM, {"limit": self.batch_size}).fetchall()
             if not rows:
@@ -238,6 +264,7 @@ class Worker:
             postponed = [r["message_id"] for r in rows if r["message_id"] not in done and r["message_id"] not in failed]
             self._finish(done, failed, postponed, unreachable)
         self.stats.batches += 1
+        self.metrics.batch_seconds.labels(model=self.model.model).observe(time.perf_counter() - started)
         return len(rows), unreachable is not None
 
     def _embed(self, workspace_id: int, rows: list[dict], done: dict, failed: dict) -> GatewayError | None:
@@ -269,6 +296,7 @@ class Worker:
                                       "vectors": [vectors.literal(v) for v in done.values()]})
             self.conn.execute(DONE, {"ids": list(done)})
             self.stats.embedded += len(done)
+            self.metrics.embedded.labels(model=self.model.model).inc(len(done))
         if failed:
             outcome = self.conn.execute(FAILED, {
                 "ids": list(failed), "errors": list(failed.values()),
@@ -277,6 +305,8 @@ class Worker:
             parked = [r["message_id"] for r in outcome if r["parked"]]
             self.stats.failed += len(failed)
             self.stats.parked += len(parked)
+            self.metrics.failed.labels(model=self.model.model).inc(len(failed))
+            self.metrics.parked.labels(model=self.model.model).inc(len(parked))
             log.warning("%d message(s) could not be embedded%s: %s", len(failed),
                         f", {len(parked)} parked" if parked else "", next(iter(failed.values())))
         if postponed:
@@ -284,12 +314,14 @@ class Worker:
             self.conn.execute(POSTPONED, {"ids": postponed, "error": error,
                                           "delay_s": max(self.settings.worker_backoff_s, self._idle)})
             self.stats.postponed += len(postponed)
+            self.metrics.postponed.labels(model=self.model.model).inc(len(postponed))
             log.warning("embeddings server unreachable; %d job(s) postponed: %s", len(postponed), error)
 
 
 def run_worker(settings: Settings, url: str, *, once: bool = False, stop: threading.Event | None = None,
-               batch_size: int | None = None, heartbeat: Heartbeat | None = None) -> Stats:
-    with Worker(settings, url, stop=stop, batch_size=batch_size, heartbeat=heartbeat) as worker:
+               batch_size: int | None = None, heartbeat: Heartbeat | None = None,
+               metrics: WorkerMetrics | None = None) -> Stats:
+    with Worker(settings, url, stop=stop, batch_size=batch_size, heartbeat=heartbeat, metrics=metrics) as worker:
         return worker.run(once=once)
 
 
