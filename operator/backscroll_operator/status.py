@@ -261,6 +261,12 @@ def _ready(spec: SearchIndexSpec, facts: Facts, mode: str, conditions: dict[str,
         if cause["status"] == "True" and degradation:
             return _condition("Ready", False, "Degraded",
                               f"{degradation.get('category')}: {degradation.get('detail', '')}".strip())
+        if cause["status"] == "True":
+            # Nothing is wrong or under way on this side, the API's last report lags behind it:
+            # not a copy of BackfillComplete's "Complete" on a Ready that is False.
+            return _condition("Ready", False, "WaitingForHybrid",
+                              f"{cause['message']}; the API last reported {facts.report.get('mode') or mode} search, its next "
+                              "report should say hybrid")
         return _condition("Ready", False, cause["reason"], cause["message"])
     return _condition("Ready", True, "Ready", f"search answers hybrid with {spec.embeddings.model}")
 

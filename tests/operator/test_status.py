@@ -83,6 +83,16 @@ def test_backfilling_reports_coverage():
     assert conditions(status)["Ready"] == ("False", "Backfilling")
 
 
+def test_a_complete_backfill_before_the_api_says_hybrid_is_waiting_not_complete():
+    """The backfill Job succeeded and the server answers, but the API's last report is older: Ready
+    names that wait rather than copying BackfillComplete's reason onto a False."""
+    lagging = report("lexical", "e5", embedded=10, total=10)
+    status = derive(HYBRID, facts(report=lagging), 1, None, NOW)
+    assert conditions(status)["BackfillComplete"] == ("True", "Complete")
+    assert conditions(status)["Ready"] == ("False", "WaitingForHybrid")
+    assert "last reported lexical" in next(c for c in status["conditions"] if c["type"] == "Ready")["message"]
+
+
 def test_waiting_for_migrations_and_failures():
     status = derive(HYBRID, facts(migration=JobState("m", "running"), backfill=JobState("b", "absent")), 1, None, NOW)
     assert conditions(status)["Ready"] == ("False", "WaitingForMigrations")
