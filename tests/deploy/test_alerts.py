@@ -26,7 +26,8 @@ def rules() -> list[dict]:
 
 
 def alert_names() -> list[str]:
-    return [r["alert"] for r in rules()]
+    """Each alert once, in the file's order (an alert may have more than one rule)."""
+    return list(dict.fromkeys(r["alert"] for r in rules()))
 
 
 @pytest.fixture(scope="session")
@@ -60,12 +61,18 @@ def test_every_alert_has_a_promtool_test():
         fired = [case for case in test["alert_rule_test"] if case["exp_alerts"]]
         quiet = [case for case in test["alert_rule_test"] if not case["exp_alerts"]]
         assert fired and quiet and {c["alertname"] for c in test["alert_rule_test"]} == {test["name"]}
+        # An alert of several rules tells them apart by `signal`, and its test fires each of them.
+        signals = [r["labels"].get("signal") for r in rules() if r["alert"] == test["name"]]
+        if len(signals) > 1:
+            assert None not in signals and len(set(signals)) == len(signals), test["name"]
+            assert {a["exp_labels"].get("signal") for case in fired for a in case["exp_alerts"]} == set(signals)
 
 
 def _exported() -> set[str]:
     names = {m.name for m in Metrics().registry.collect()}
-    # the API's, declared in backscroll/app.py and backscroll/api/deps.py (prometheus_client adds _total)
-    for path in ("backscroll/app.py", "backscroll/api/deps.py"):
+    # the API's, declared in backscroll/app.py and backscroll/api/deps.py, and the worker's, in
+    # backscroll/embeddings/metrics.py (prometheus_client adds _total)
+    for path in ("backscroll/app.py", "backscroll/api/deps.py", "backscroll/embeddings/metrics.py"):
         names |= set(re.findall(r'(?:Counter|Histogram|Gauge)\(\s*"(backscroll_\w+?)(?:_total)?"',
                                 (ROOT / path).read_text()))
     return names
@@ -152,3 +159,45 @@ def test_the_api_podmonitor_scrapes_the_api_pods_with_an_admin_token(render, hel
     from tests.deploy.conftest import run
     done = run(helm, "template", "rel", str(CHART), "--set", "monitoring.apiPodMonitor.enabled=true")
     assert done.returncode != 0 and "needs one" in done.stderr
+
+
+def test_the_worker_podmonitor_scrapes_the_worker_pods_health_port_with_an_admin_token(render, helm):
+    """The worker's /metrics is on its health port, behind an admin token like the API's."""
+    from backscroll.embeddings.metrics import WorkerMetrics
+    from backscroll_operator.builders import worker_deployment
+    from tests.operator.test_builders import EXTERNAL, OWNER, parse, steady
+
+    assert not of_kind(render(), "PodMonitor"), "off by default: the CRD may not exist"
+    (monitor,) = of_kind(render(sets=("monitoring.workerPodMonitor.enabled=true",
+                                      "monitoring.workerPodMonitor.tokenSecret.name=backscroll-admin",
+                                      "monitoring.workerPodMonitor.interval=15s",
+                                      "monitoring.workerPodMonitor.labels.release=prom")), "PodMonitor")
+    assert monitor["metadata"]["name"].endswith("-worker") and monitor["metadata"]["labels"]["release"] == "prom"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "15s")
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "backscroll-admin", "key": "token"}}
+    # What the operator builds: the worker pods carry the selected labels and name the scraped port,
+    # the one the health server (and so /metrics) listens on.
+    spec = parse(EXTERNAL)
+    deployment = worker_deployment(OWNER, spec, steady(spec))
+    pod = deployment["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (container,) = pod["spec"]["containers"]
+    (port,) = [p for p in container["ports"] if p["name"] == endpoint["port"]]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert str(port["containerPort"]) == env["BACKSCROLL_WORKER_HEALTH_PORT"]
+    # Series carry the SearchIndex's name (what BackscrollWorkerLagging groups by) from the pod's label.
+    assert endpoint["relabelings"] == [{"sourceLabels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance"],
+                                        "targetLabel": "name"}]
+    assert labels["app.kubernetes.io/instance"] == OWNER.name
+    # The lag rule reads a series the worker exports, by the labels it groups by.
+    lag = [r for r in rules() if "backscroll_worker_outbox_oldest_due_seconds" in r["expr"]]
+    assert lag and all("(namespace, name, model)" in r["expr"] for r in lag)
+    assert "backscroll_worker_outbox_oldest_due_seconds" in {m.name for m in WorkerMetrics().registry.collect()}
+
+    from tests.deploy.conftest import run
+    done = run(helm, "template", "rel", str(CHART), "--set", "monitoring.workerPodMonitor.enabled=true")
+    assert done.returncode != 0 and "workerPodMonitor.tokenSecret.name" in done.stderr
+    done = run(helm, "template", "rel", str(CHART), "--set", "monitoring.workerPodMonitor.intervals=1m")
+    assert done.returncode != 0, "the values schema refuses an unknown key"
