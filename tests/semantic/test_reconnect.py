@@ -83,6 +83,9 @@ def test_the_worker_reconnects_after_an_outage_and_embeds_everything_once(pg_url
         thread.join(timeout=60)
         worker.close()
     assert outage.happened.is_set() and worker.stats.reconnects >= 1
+    # counted in its metrics too (backscroll_worker_reconnects_total)
+    assert worker.metrics.value("backscroll_worker_reconnects_total", {"model": worker.model.model}) \
+        == worker.stats.reconnects
     assert _vectors(db_url) == ids  # each message once (the vectors' key is the message and model)
     after = open_world(db_url)
     try:
