@@ -1,7 +1,8 @@
 """Health of `backscroll worker` for Kubernetes, and the wait for a migrated schema at start.
 
-The worker serves no HTTP; with BACKSCROLL_WORKER_HEALTH_PORT set it answers two probes from a
-thread of its own (the standard library's server: two fixed routes need no framework):
+The worker serves no API; with BACKSCROLL_WORKER_HEALTH_PORT set it answers two probes and its
+metrics from a thread of its own (the standard library's server: three fixed routes need no
+framework):
 
 - `GET /healthz` (liveness): 200 while the worker's loop comes round, whether it embedded
   something or waited as it should (an idle poll, a backoff, the database or the schema it waits
