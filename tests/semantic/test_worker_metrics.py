@@ -87,14 +87,18 @@ def test_counters_and_outbox_gauges_follow_real_batches(db_url, world, fake, fak
         assert 0 <= m.value("backscroll_worker_loop_age_seconds") < 60
     assert world.conn.execute("select count(*) as n from message_embeddings").fetchone()["n"] == len(good)
 
-    # The loop refreshes the gauges itself when refresh_s has passed.
+    # The loop refreshes the gauges itself: at its first turn, then once refresh_s has passed.
     world.conn.execute("update embedding_outbox set next_attempt_at = now() where message_id = %s", (later,))
-    settings = fake_settings(db_url, fake, worker_metrics_refresh_s=0.01)
+    settings = fake_settings(db_url, fake, worker_metrics_refresh_s=3600)
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         worker.run(once=True)
-        # counted at each turn of the loop: the last one, after the batch, found the outbox drained
-        assert outbox(worker.metrics) == {"pending": 0, "due": 0, "parked": 1, "oldest_due_s": 0}
+        gauges = outbox(worker.metrics)  # counted before the batch, not again within the hour
+        assert (gauges["pending"], gauges["due"], gauges["parked"]) == (1, 1, 1)
+        assert gauges["oldest_due_s"] >= 86400  # queued a day ago, due now: that is the lag
         assert worker.metrics.value("backscroll_worker_embedded_total", M) == 1
+        worker._metrics_due = time.monotonic()  # the hour has passed
+        worker.run(once=True)
+        assert outbox(worker.metrics) == {"pending": 0, "due": 0, "parked": 1, "oldest_due_s": 0}
 
     # An unreachable server postpones: counted as postponed, not failed.
     [m2] = messages(world, "acme", 1, prefix="later")
