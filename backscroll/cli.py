@@ -332,6 +332,51 @@ def cmd_workspaces_create(args, settings: Settings) -> int:
     return 0
 
 
+TOKENS_VARIABLE = "BACKSCROLL_WORKSPACE_TOKENS"
+
+
+def cmd_workspaces_apply(args, settings: Settings) -> int:
+    """A declared workspace and its tokens (the operator's SearchWorkspace Job): the tokens are
+    described by $BACKSCROLL_WORKSPACE_TOKENS (JSON: name, kind, agents and `env`, the variable
+    that holds each secret), the secrets read from the environment, never from argv, never printed."""
+    import json
+
+    from .access.auth import TokenKind
+    from .access.workspace_tokens import Declared, apply_workspace
+
+    tokens = []
+    if args.tokens_from_env:
+        try:
+            described = json.loads(os.environ.get(TOKENS_VARIABLE) or "[]")
+        except ValueError as exc:
+            raise SystemExit(f"backscroll: ${TOKENS_VARIABLE} is not JSON: {exc}") from None
+        for item in described:
+            secret = os.environ.get(item["env"], "").strip()
+            if not secret:
+                raise SystemExit(f"backscroll: token {item['name']}: environment variable {item['env']} is not set "
+                                 "or empty: it must hold the token")
+            agents = item.get("agents")
+            tokens.append(Declared(item["name"], TokenKind(item["kind"]), secret,
+                                   tuple(agents) if agents is not None else None))
+    with _conn(settings) as conn:
+        applied = apply_workspace(conn, args.slug, args.name or args.slug, args.ts_config, args.prefix, tokens)
+    for line in applied.lines:
+        print(line)
+    print(f"workspace {args.slug} (id {applied.workspace_id}): {len(tokens)} declared token(s) live")
+    return 0
+
+
+def cmd_workspaces_revoke_declared(args, settings: Settings) -> int:
+    from .access.workspace_tokens import revoke_declared
+
+    with _conn(settings) as conn:
+        lines = revoke_declared(conn, args.prefix)
+    for line in lines:
+        print(line)
+    print(f"{len(lines)} token(s) under {args.prefix!r} revoked; the workspace's data is kept")
+    return 0
+
+
 def cmd_workspaces_list(args, settings: Settings) -> int:
     with _conn(settings) as conn:
         rows = conn.execute(
@@ -657,6 +702,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ts-config", default=None,
                    help="text search configuration (default: BACKSCROLL_TEXT_SEARCH_CONFIG, which defaults to multilingual)")
     p.set_defaults(func=cmd_workspaces_create)
+    p = ws.add_parser("apply", help="create or adopt a workspace and register its declared tokens (the operator's "
+                                    "SearchWorkspace Job; secrets from the environment, never argv)")
+    p.add_argument("--slug", required=True)
+    p.add_argument("--name", help="display name (default: the slug)")
+    p.add_argument("--ts-config", default=None,
+                   help="text search configuration: a new workspace's; an existing one's changes through the "
+                        "language path (rebuilt in the background)")
+    p.add_argument("--prefix", required=True,
+                   help="the declaration's token name prefix, ending in '/' (the operator's: sw:NAMESPACE/NAME/); "
+                        "live tokens under it that are not declared are revoked")
+    p.add_argument("--tokens-from-env", action="store_true",
+                   help=f"register the tokens ${TOKENS_VARIABLE} describes (JSON list of name, kind, agents, env)")
+    p.set_defaults(func=cmd_workspaces_apply)
+    p = ws.add_parser("revoke-declared", help="revoke every token under a declaration's prefix (its data stays)")
+    p.add_argument("--prefix", required=True)
+    p.set_defaults(func=cmd_workspaces_revoke_declared)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
     p = ws.add_parser("language", help="show or change a workspace's text search configuration (rebuilt in the background)")
