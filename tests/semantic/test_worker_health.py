@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -41,6 +42,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def worker_process(env: dict):
+    """`backscroll worker` as a process of its own; stopped with SIGTERM at the end, which it must
+    survive with exit status 0. Its stderr is `proc.said` afterwards."""
+    proc = subprocess.Popen([sys.executable, "-m", "backscroll.cli", "worker"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, proc.said = proc.communicate(timeout=60)
+    assert proc.returncode == 0, proc.said
+
+
+def until_served(proc, call, seconds: float = 60):
+    """`call()`'s first answer that is not None, retried while the worker's server is not up yet
+    (a refused connection); fails at once with its stderr when the process has ended."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            answer = call()
+            if answer is not None:
+                return answer
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+        time.sleep(0.2)
 
 
 def serve(settings, url: str, heartbeat: Heartbeat, loop: threading.Thread) -> HealthServer:
@@ -140,17 +170,8 @@ def test_the_worker_waits_for_the_migration_job_then_works(empty_db_url, fake):
     embeds once the schema and the model are there."""
     port = free_port()
     env = cli_env(empty_db_url, fake, BACKSCROLL_WORKER_HEALTH_PORT=port, BACKSCROLL_WORKER_POLL_S=0.1)
-    proc = subprocess.Popen([sys.executable, "-m", "backscroll.cli", "worker"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                ready = get(port, "/readyz")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
-                time.sleep(0.2)
+    with worker_process(env) as proc:
+        ready = until_served(proc, lambda: get(port, "/readyz"))
         assert ready == (503, {"status": "unavailable", "reason": f"schema 0, want {LATEST}"})
         assert get(port, "/healthz") == (200, {"status": "ok"})
 
@@ -169,10 +190,7 @@ def test_the_worker_waits_for_the_migration_job_then_works(empty_db_url, fake):
             w.conn.close()
         assert get(port, "/readyz") == (200, {"status": "ok"})
         assert get(port, "/healthz") == (200, {"status": "ok"})
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    err = proc.said
     # Once per schema version seen, however many polls: a poll that lands while the migration Job
     # is half way through (a busy machine) sees one more version, and says so once too.
     waits = [line.partition("worker: ")[2] for line in err.splitlines() if "waiting for migrations (schema" in line]

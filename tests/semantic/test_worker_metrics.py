@@ -6,9 +6,6 @@ the database by the command line's authorizer, like the API's /metrics."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -24,7 +21,7 @@ from backscroll.embeddings.worker import Worker
 from tests.semantic.conftest import FAKE_MODEL, fake_settings, settings_for
 from tests.semantic.test_gateway import _closed_port_url
 from tests.semantic.test_worker import cli_env, messages
-from tests.semantic.test_worker_health import free_port, get
+from tests.semantic.test_worker_health import free_port, get, until_served, worker_process
 
 M = {"model": FAKE_MODEL}
 
@@ -171,22 +168,13 @@ def test_backscroll_worker_serves_its_metrics(db_url, world, fake, fake_model):
     port = free_port()
     env = cli_env(db_url, fake, BACKSCROLL_WORKER_HEALTH_PORT=port, BACKSCROLL_WORKER_POLL_S=0.1,
                   BACKSCROLL_WORKER_METRICS_REFRESH_S=0.1)
-    proc = subprocess.Popen([sys.executable, "-m", "backscroll.cli", "worker"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _, body = scrape(port, admin)
-                if status == 200 and f'backscroll_worker_embedded_total{{model="{FAKE_MODEL}"}} 2.0' in body \
-                        and f'backscroll_worker_outbox_jobs{{model="{FAKE_MODEL}",state="pending"}} 0.0' in body:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else body
-            time.sleep(0.2)
+    embedded = f'backscroll_worker_embedded_total{{model="{FAKE_MODEL}"}} 2.0'
+    drained = f'backscroll_worker_outbox_jobs{{model="{FAKE_MODEL}",state="pending"}} 0.0'
+
+    def both_counted():
+        status, _, body = scrape(port, admin)
+        return body if status == 200 and embedded in body and drained in body else None
+
+    with worker_process(env) as proc:
+        until_served(proc, both_counted)
         assert scrape(port)[0] == 401
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
