@@ -322,13 +322,18 @@ def serving_socket(config):
 
 
 def cmd_workspaces_create(args, settings: Settings) -> int:
-    with _conn(settings) as conn:
-        row = conn.execute(
-            "insert into workspaces (slug, name, ts_config) values (%s, %s, %s::regconfig) "
-            "on conflict (slug) do update set name = excluded.name returning id",
-            (args.slug, args.name or args.slug, args.ts_config or settings.text_search_config),
-        ).fetchone()
-    print(f"workspace {args.slug} (id {row['id']})")
+    from .errors import BackscrollError
+    from .ingest import workspaces
+    from .search.maintenance import check_text_search_config
+
+    with _conn(settings, autocommit=False) as conn:
+        try:
+            cfg = check_text_search_config(conn, args.ts_config or settings.text_search_config)
+            ws_id, _ = workspaces.create(conn, args.slug, args.name, cfg, rename=True)
+        except BackscrollError as exc:
+            raise SystemExit(f"backscroll: {exc.message}") from None
+        conn.commit()
+    print(f"workspace {args.slug} (id {ws_id})")
     return 0
 
 
@@ -359,7 +364,7 @@ def cmd_workspaces_apply(args, settings: Settings) -> int:
             tokens.append(Declared(item["name"], TokenKind(item["kind"]), secret,
                                    tuple(agents) if agents is not None else None))
     with _conn(settings) as conn:
-        applied = apply_workspace(conn, args.slug, args.name or args.slug, args.ts_config, args.prefix, tokens)
+        applied = apply_workspace(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
     for line in applied.lines:
         print(line)
     print(f"workspace {args.slug} (id {applied.workspace_id}): {len(tokens)} declared token(s) live")
@@ -378,14 +383,14 @@ def cmd_workspaces_revoke_declared(args, settings: Settings) -> int:
 
 
 def cmd_workspaces_list(args, settings: Settings) -> int:
+    from .ingest import workspaces
+
     with _conn(settings) as conn:
-        rows = conn.execute(
-            "select w.slug, w.name, w.ts_config::text as ts_config, "
-            "(select count(*) from agents a where a.workspace_id = w.id) as agents, "
-            "(select count(*) from conversations c where c.workspace_id = w.id) as conversations "
-            "from workspaces w order by w.slug").fetchall()
+        rows = workspaces.listing(conn, None)
     for r in rows:
-        print(f"{r['slug']:<24} {r['agents']:>6} agents {r['conversations']:>8} conversations  {r['ts_config']}  {r['name']}")
+        retired = "  (retired)" if r["retired_at"] else ""
+        print(f"{r['slug']:<24} {r['agents']:>6} agents {r['conversations']:>8} conversations  {r['ts_config']}  "
+              f"{r['name']}{retired}")
     return 0
 
 
@@ -505,47 +510,27 @@ def cmd_languages(args, settings: Settings) -> int:
     return 0
 
 
-def _parse_actor(text: str) -> tuple[str, str]:
-    namespace, sep, external = text.rpartition("/")
-    if not sep or ":" not in namespace or not external:
-        raise SystemExit(f"--actor wants NAMESPACE/EXTERNAL_ID, e.g. web:demo/alice; got {text!r}")
-    return namespace, external
-
-
 def cmd_tokens_create(args, settings: Settings) -> int:
-    from .access.auth import INSTALLATION_KINDS, TokenKind, create_token
+    from .access.auth import INSTALLATION_KINDS, TokenKind
+    from .errors import BackscrollError
+    from .ingest import workspaces
 
     kind = TokenKind(args.kind)
     with _conn(settings, autocommit=False) as conn:
-        workspace_id = actor_id = None
-        agent_ids = None
-        if kind not in INSTALLATION_KINDS:
-            if not args.workspace:
+        try:
+            workspace_id = None
+            if kind not in INSTALLATION_KINDS and not args.workspace:
                 raise SystemExit(f"a {kind.value} token needs --workspace")
-            ws = conn.execute("select id from workspaces where slug = %s", (args.workspace,)).fetchone()
-            if ws is None:
-                raise SystemExit(f"no workspace {args.workspace!r}")
-            workspace_id = ws["id"]
-        if kind is TokenKind.reader:
-            if not args.actor:
-                raise SystemExit("a reader token needs --actor NAMESPACE/EXTERNAL_ID (the person reading)")
-            namespace, external = _parse_actor(args.actor)
-            actor_id = conn.execute(
-                "insert into actors (workspace_id, namespace, external_id, display_name) values (%s, %s, %s, %s) "
-                "on conflict (workspace_id, namespace, external_id) do update set namespace = excluded.namespace "
-                "returning id", (workspace_id, namespace, external, args.display_name or external)).fetchone()["id"]
-        if kind in (TokenKind.reader, TokenKind.runtime) and args.agents != "all":
-            slugs = [s for s in (args.agents or "").split(",") if s]
-            if not slugs:
-                raise SystemExit("give --agents all, or a comma-separated list of agent slugs")
-            rows = conn.execute("select id, slug from agents where workspace_id = %s and slug = any(%s)",
-                                (workspace_id, slugs)).fetchall()
-            missing = set(slugs) - {r["slug"] for r in rows}
-            if missing:
-                raise SystemExit(f"no such agents in {args.workspace}: {', '.join(sorted(missing))}")
-            agent_ids = [r["id"] for r in rows]
-        token_id, secret = create_token(conn, kind, name=args.name, workspace_id=workspace_id,
-                                        actor_id=actor_id, agent_ids=agent_ids)
+            if args.workspace:  # an admin token with one is scoped to that workspace
+                workspace_id, _ = workspaces.for_token(conn, None, args.workspace)
+            agents = None if args.agents == "all" else [s for s in (args.agents or "").split(",") if s]
+            if kind not in (TokenKind.reader, TokenKind.runtime):
+                agents = None
+            token_id, secret = workspaces.issue_token(
+                conn, kind, workspace_id=workspace_id, workspace_slug=args.workspace or "", actor=args.actor,
+                display_name=args.display_name, agents=agents, name=args.name)
+        except BackscrollError as exc:
+            raise SystemExit(f"backscroll: {exc.message}") from None
         conn.commit()
     print(f"created {kind.value} token {token_id}; it is shown once and cannot be recovered:", file=sys.stderr)
     print(secret)
@@ -705,7 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ws.add_parser("apply", help="create or adopt a workspace and register its declared tokens (the operator's "
                                     "SearchWorkspace Job; secrets from the environment, never argv)")
     p.add_argument("--slug", required=True)
-    p.add_argument("--name", help="display name (default: the slug)")
+    p.add_argument("--name", help="display name (a new workspace's default: the slug; an adopted one's kept)")
     p.add_argument("--ts-config", default=None,
                    help="text search configuration: a new workspace's; an existing one's changes through the "
                         "language path (rebuilt in the background)")
@@ -756,7 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = tk.add_parser("create", help="create a token; the secret is printed once")
     p.add_argument("--kind", required=True, choices=["reader", "runtime", "ingest", "admin", "status"],
                    help="status: reads GET /v1/status and nothing else")
-    p.add_argument("--workspace", help="workspace slug (all kinds but admin and status)")
+    p.add_argument("--workspace", help="workspace slug (all kinds but admin and status; an admin token with one "
+                                       "is scoped to that workspace)")
     p.add_argument("--actor", help="reader: the person, as NAMESPACE/EXTERNAL_ID (e.g. web:demo/alice)")
     p.add_argument("--display-name", help="reader: the person's display name, if the actor is new")
     p.add_argument("--agents", default="all", help="reader/runtime: 'all' or comma-separated agent slugs")

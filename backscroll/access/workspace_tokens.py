@@ -79,17 +79,17 @@ def _scope(conn: psycopg.Connection, workspace_id: int, token: Declared) -> tupl
     return workspace_id, sorted(r["id"] for r in rows)
 
 
-def _workspace(conn: psycopg.Connection, slug: str, name: str, ts_config: str | None, lines: list[str]) -> int:
+def _workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str | None, lines: list[str]) -> int:
     from ..search.maintenance import request_reindex
 
     row = conn.execute(FIND_WORKSPACE, {"slug": slug}).fetchone()
     if row is None:
         cfg = ts_config or "simple"
-        workspace_id = conn.execute(INSERT_WORKSPACE, {"slug": slug, "name": name, "cfg": cfg}).fetchone()["id"]
+        workspace_id = conn.execute(INSERT_WORKSPACE, {"slug": slug, "name": name or slug, "cfg": cfg}).fetchone()["id"]
         lines.append(f"created workspace {slug} (id {workspace_id}, {cfg})")
         return workspace_id
     lines.append(f"adopted workspace {slug} (id {row['id']}): it exists already")
-    if row["name"] != name:
+    if name is not None and row["name"] != name:  # None: the declaration leaves the name alone
         conn.execute(RENAME_WORKSPACE, {"name": name, "id": row["id"]})
         lines.append(f"renamed workspace {slug}: {row['name']!r} -> {name!r}")
     if ts_config and ts_config != row["ts_config"]:
@@ -99,7 +99,7 @@ def _workspace(conn: psycopg.Connection, slug: str, name: str, ts_config: str | 
     return row["id"]
 
 
-def apply_workspace(conn: psycopg.Connection, slug: str, name: str, ts_config: str | None, prefix: str,
+def apply_workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str | None, prefix: str,
                     tokens: list[Declared]) -> Applied:
     """One transaction: the workspace, its agents, each token, and revocation of the undeclared."""
     if not prefix.endswith("/"):
