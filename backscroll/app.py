@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from .api import errors, openapi
-from .api import health, history_routes
+from .api import admin_routes, health, history_routes
 from .api.routes import router
 from .api.service import Service
 from .config import Settings
@@ -104,6 +104,7 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     app.openapi = lambda: openapi.document(app)
     app.include_router(router)
     app.include_router(history_routes.router)
+    app.include_router(admin_routes.router)
     # The sidebar: its page (public, no data) and the transcript endpoint it reads (a reader's).
     app.include_router(web_routes.api_router)
     app.include_router(web_routes.page_router)

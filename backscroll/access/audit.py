@@ -24,3 +24,18 @@ def query_digest(settings: Settings, query: str) -> bytes | None:
         return None
     key = derive(settings.master_key.get_secret_value().encode(), "search-audit")
     return hmac.new(key, normalize(query).encode(), hashlib.sha256).digest()
+
+
+# Admin actions (sql/0031 admin_audit): who (the token and its scope), what, on which workspace
+# (slug) or token (id), and how it ended. Never a secret, never a request's text beyond ids and slugs.
+RECORD_ADMIN_ACTION = """
+insert into admin_audit (token_id, token_workspace_id, action, target_workspace, target_token_id, outcome)
+values (%(token_id)s, %(token_ws)s, %(action)s, %(workspace)s, %(target_token)s, %(outcome)s)
+"""
+
+
+def record_admin_action(conn, principal, action: str, *, workspace: str | None = None,
+                        token_id: int | None = None, outcome: str = "ok") -> None:
+    conn.execute(RECORD_ADMIN_ACTION, {"token_id": principal.token_id, "token_ws": principal.workspace_id,
+                                       "action": action, "workspace": workspace, "target_token": token_id,
+                                       "outcome": outcome})

@@ -64,14 +64,40 @@ update api_tokens set revoked_at = now()
  where kind = %(kind)s and name = %(name)s and id <> %(id)s and revoked_at is null
 returning id
 """
-REVOKE_TOKEN = "update api_tokens set revoked_at = now() where id = %(id)s and revoked_at is null returning id"
-LIST_TOKENS = """
+# The scope predicate of every admin statement on tokens: an installation-wide caller (scope null)
+# reaches every token, a workspace-scoped admin only its own workspace's. A token of another
+# workspace and a token that does not exist are then one answer: no row.
+IN_SCOPE = "(%(scope)s::bigint is null or t.workspace_id = %(scope)s)"
+# Revocation is idempotent: a token revoked already keeps its revoked_at; `revoked_now` tells.
+REVOKE_TOKEN = f"""
+with target as (
+    select t.id, t.revoked_at from api_tokens t where t.id = %(id)s and {IN_SCOPE} for update
+),
+revoked as (
+    update api_tokens u set revoked_at = now() from target
+     where u.id = target.id and target.revoked_at is null
+    returning u.revoked_at
+)
+select target.id, coalesce((select revoked_at from revoked), target.revoked_at) as revoked_at,
+       exists (select from revoked) as revoked_now
+  from target
+"""
+# DELETE /v1/admin/workspaces/{slug}: every live token of the workspace, admin tokens included.
+REVOKE_WORKSPACE_TOKENS = """
+update api_tokens set revoked_at = now() where workspace_id = %(ws)s and revoked_at is null returning id
+"""
+# Metadata only, never the digest. `id` null lists (keyset after `after`, `limit` null: all),
+# else reads that one token.
+LIST_TOKENS = f"""
 select t.id, t.kind::text as kind, t.name, t.hint, w.slug as workspace, a.namespace || '/' || a.external_id as actor,
+       (select array_agg(g.slug order by g.slug) from agents g where g.id = any(t.agent_ids)) as agents,
        t.agent_ids, t.created_at, t.last_used_at, t.revoked_at
   from api_tokens t
   left join workspaces w on w.id = t.workspace_id
   left join actors a on a.id = t.actor_id
+ where {IN_SCOPE} and (%(id)s::bigint is null or t.id = %(id)s) and t.id > %(after)s
  order by t.id
+ limit %(limit)s
 """
 
 
@@ -87,10 +113,26 @@ class Principal:
     actor_id: int | None
     agent_ids: tuple[int, ...] | None  # None: every agent of the workspace
 
-    def require(self, *kinds: TokenKind) -> "Principal":
+    @property
+    def installation_wide(self) -> bool:
+        """An admin (or status) token of no workspace: it acts on every workspace. An admin token
+        with a workspace acts on that one alone (sql/0031)."""
+        return self.workspace_id is None
+
+    @property
+    def scope(self) -> int | None:
+        """The workspace an admin acts within; None for an installation-wide one (IN_SCOPE)."""
+        return self.workspace_id
+
+    def require(self, *kinds: TokenKind, installation: bool = False) -> "Principal":
+        """The kinds a route answers; `installation`: an admin token must also be installation-wide
+        (metrics, installation status, workspaces created and retired)."""
         if self.kind not in kinds:
             allowed = ", ".join(k.value for k in kinds)
             raise Forbidden(f"this endpoint needs a {allowed} token; this one is a {self.kind.value} token")
+        if installation and self.kind is TokenKind.admin and not self.installation_wide:
+            raise Forbidden("this endpoint needs an installation-wide admin token; this one is an admin token "
+                            "scoped to a workspace")
         return self
 
 
@@ -185,9 +227,27 @@ def authenticate(conn: psycopg.Connection, header: str | None) -> Principal:
     )
 
 
+def revoke_in_scope(conn: psycopg.Connection, token_id: int, scope: int | None) -> dict | None:
+    """Revoke a token the caller's scope reaches (None: any); {id, revoked_at, revoked_now}, or
+    None when there is no such token in the scope. Idempotent."""
+    return conn.execute(REVOKE_TOKEN, {"id": token_id, "scope": scope}).fetchone()
+
+
 def revoke_token(conn: psycopg.Connection, token_id: int) -> bool:
-    return conn.execute(REVOKE_TOKEN, {"id": token_id}).fetchone() is not None
+    """Whether a live token was revoked now (`backscroll tokens revoke`)."""
+    row = revoke_in_scope(conn, token_id, None)
+    return row is not None and row["revoked_now"]
 
 
-def list_tokens(conn: psycopg.Connection) -> list[dict]:
-    return conn.execute(LIST_TOKENS).fetchall()
+def revoke_workspace_tokens(conn: psycopg.Connection, workspace_id: int) -> list[int]:
+    return [r["id"] for r in conn.execute(REVOKE_WORKSPACE_TOKENS, {"ws": workspace_id})]
+
+
+def list_tokens(conn: psycopg.Connection, scope: int | None = None, *, after: int = 0,
+                limit: int | None = None) -> list[dict]:
+    """Tokens' metadata (never a digest or a secret), by id, within the scope (None: all)."""
+    return conn.execute(LIST_TOKENS, {"scope": scope, "id": None, "after": after, "limit": limit}).fetchall()
+
+
+def token_in_scope(conn: psycopg.Connection, token_id: int, scope: int | None) -> dict | None:
+    return conn.execute(LIST_TOKENS, {"scope": scope, "id": token_id, "after": 0, "limit": 1}).fetchone()

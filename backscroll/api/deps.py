@@ -32,15 +32,17 @@ RETRIED = Counter("backscroll_http_request_retries_total",
                   "Requests run again after a deadlock or serialization failure rolled them back")
 
 
-def requires(*kinds: TokenKind):
+def requires(*kinds: TokenKind, installation: bool = False):
     """The token kinds a route answers (`@requires(TokenKind.ingest)` under its `@router` line):
     checked as soon as the caller is known, before the body or the parameters are validated, so
-    a wrong-kind token learns nothing of them (403, not 400)."""
+    a wrong-kind token learns nothing of them (403, not 400). `installation=True`: an admin token
+    must be installation-wide (no workspace); a workspace-scoped admin is answered 403 as early."""
     if not kinds:
         raise TypeError("requires() needs at least one token kind")
 
     def declare(endpoint):
         endpoint.token_kinds = kinds
+        endpoint.installation_only = installation
         return endpoint
 
     return declare
@@ -92,17 +94,19 @@ class AuthenticatedRoute(APIRoute):
         if not kinds:
             raise TypeError(f"route {path} declares no token kinds: add @requires(...) under its @router line")
         self.token_kinds: tuple[TokenKind, ...] = kinds
+        self.installation_only: bool = getattr(endpoint, "installation_only", False)
         super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self):
         handle = super().get_route_handler()
         kinds = self.token_kinds
+        installation = self.installation_only
 
         async def authenticated(request: Request) -> Response:
             svc = service(request)
             await run_in_threadpool(svc.begin, request)
             try:
-                principal = held(request).principal.require(*kinds)
+                principal = held(request).principal.require(*kinds, installation=installation)
                 if _carries_body(request):
                     await _release(svc, request)
                     await _read_body(svc, request)

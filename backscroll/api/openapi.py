@@ -40,9 +40,11 @@ MEANING = {
     "400": "Bad input (a parameter, id, cursor or body that is not one, or text over its limit: "
            "`body_too_long`); nothing changed",
     "401": "No valid token (missing, malformed, unknown or revoked)",
-    "403": "This kind of token may not use this route",
+    "403": "This kind of token may not use this route (or this one needs an installation-wide admin token "
+           "and the caller's is scoped to a workspace)",
     "404": "No such thing, or not the caller's to see",
-    "409": "Conflicts with what is stored (a finished message, a turn that has its reply)",
+    "409": "Conflicts with what is stored (a finished message, a turn that has its reply, a workspace's slug "
+           "taken, a retired workspace)",
     "413": f"The body is over the limit ({MAX_REQUEST_BYTES // 2**20} MiB)",
     "503": "The database is unavailable, a query ran past its time limit, no connection was free or too "
            "many bodies were being read (`busy`), or concurrent writes rolled the request back more times "
@@ -53,6 +55,8 @@ CONFLICTS = {
     ("post", "/v1/conversations/{conversation_id}/messages"),
     ("patch", "/v1/messages/{message_id}"),
     ("post", "/v1/turns/{turn_id}/reply"),
+    ("post", "/v1/admin/workspaces"),
+    ("post", "/v1/admin/tokens"),
 }
 # Creates that answer 200 when the resource was there already (an idempotent retry).
 FOUND = {
@@ -63,7 +67,8 @@ FOUND = {
 # Routes whose success is not JSON.
 TEXT = {("get", "/metrics"): "text/plain"}
 # Routes that read no stored thing by a name the caller gives.
-NO_LOOKUP = {("get", "/v1/agent-sessions"), ("get", "/v1/whoami"), ("get", "/v1/status"), ("get", "/metrics")}
+NO_LOOKUP = {("get", "/v1/agent-sessions"), ("get", "/v1/whoami"), ("get", "/v1/status"), ("get", "/metrics"),
+             ("post", "/v1/admin/workspaces")}
 
 
 def _error(status: str) -> dict:

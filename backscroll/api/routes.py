@@ -14,11 +14,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from .. import status as search_status
 from ..access.auth import API_KINDS, TokenKind
 from ..errors import BodyTooLong
-from ..ingest import importer, links, memories
+from ..ingest import importer, links, memories, workspaces
 from ..ingest import writes as ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
 from ..vocabulary import MAX_REQUEST_BYTES
+from .admin_routes import audited
 from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 from .service import Service
 
@@ -176,11 +177,12 @@ def whoami(request: Request, svc: Svc):
 
 @router.get("/v1/status", tags=["meta"], summary="Schema version, search mode and embedding coverage per model",
             description=(
-                "Needs an `admin` token or a `status` token: a status token reads this route and no other "
+                "Needs an installation-wide `admin` token (a workspace-scoped admin is answered 403: the status "
+                "is the installation's) or a `status` token: a status token reads this route and no other "
                 "(every other route answers it 403), so a monitor such as the Kubernetes operator holds a "
                 "credential that discloses no conversation. `backscroll tokens create --kind status` makes one; "
                 "`backscroll tokens register --kind status --from-env VAR` stores one generated elsewhere."))
-@requires(TokenKind.admin, TokenKind.status)
+@requires(TokenKind.admin, TokenKind.status, installation=True)
 def status(request: Request, svc: Svc):
     with svc.session(request) as (conn, _):
         facts = search_status.read(conn, svc.settings)
@@ -195,8 +197,8 @@ def openapi(request: Request, svc: Svc):
         return request.app.openapi()
 
 
-@router.get("/metrics", tags=["meta"], summary="Prometheus metrics (admin token)")
-@requires(TokenKind.admin)
+@router.get("/metrics", tags=["meta"], summary="Prometheus metrics (installation-wide admin token)")
+@requires(TokenKind.admin, installation=True)
 def metrics(request: Request, svc: Svc):
     with svc.session(request):
         pass
@@ -266,7 +268,8 @@ class SearchSettingsIn(BaseModel):
             summary="A workspace's text search configuration, and the rebuild in progress if any")
 @requires(TokenKind.admin)
 def get_search_settings(request: Request, svc: Svc, slug: Slug):
-    with svc.session(request) as (conn, _):
+    with svc.session(request) as (conn, principal):
+        workspaces.get(conn, principal.scope, slug)  # a scoped admin's own workspace, else 404
         return maintenance.language(conn, slug).as_dict()
 
 
@@ -274,5 +277,6 @@ def get_search_settings(request: Request, svc: Svc, slug: Slug):
             summary="Change a workspace's text search configuration; documents are rebuilt in the background")
 @requires(TokenKind.admin)
 def put_search_settings(request: Request, svc: Svc, slug: Slug, body: SearchSettingsIn):
-    with svc.session(request) as (conn, _):
+    with audited(svc, request, "workspace.search_settings", workspace=slug) as (conn, principal, _):
+        workspaces.get(conn, principal.scope, slug)  # a scoped admin's own workspace, else 404
         return maintenance.request_reindex(conn, slug, body.text_search_config, body.speaker_names).as_dict()

@@ -166,17 +166,22 @@ def language(conn: psycopg.Connection, slug: str) -> Language:
                     progress["total"] if progress else 0)
 
 
+def check_text_search_config(conn: psycopg.Connection, cfg: str) -> str:
+    """A text search configuration this server has (400 naming those it has otherwise)."""
+    configs = [r["name"] for r in conn.execute(TEXT_SEARCH_CONFIGS).fetchall()]
+    if cfg not in configs:
+        raise BadRequest(f"unknown text search configuration {cfg!r}; this server has: {', '.join(configs)}",
+                         code="invalid_text_search_config")
+    return cfg
+
+
 def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None = None,
                     speaker_names: bool | None = None) -> Language:
     """Record a new text search configuration (and/or speaker-name setting) for a workspace;
     its documents are rebuilt in the background. Asking for what is already in place (and
     nothing pending) changes nothing."""
     current = language(conn, slug)
-    configs = [r["name"] for r in conn.execute(TEXT_SEARCH_CONFIGS).fetchall()]
-    cfg = current.ts_config if ts_config is None else ts_config
-    if cfg not in configs:
-        raise BadRequest(f"unknown text search configuration {cfg!r}; this server has: {', '.join(configs)}",
-                         code="invalid_text_search_config")
+    cfg = check_text_search_config(conn, current.ts_config if ts_config is None else ts_config)
     names = current.speaker_names if speaker_names is None else speaker_names
     if not current.reindexing and (cfg, names) == (current.ts_config, current.speaker_names):
         return current

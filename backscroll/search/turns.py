@@ -261,7 +261,8 @@ def trace(conn: psycopg.Connection, principal, turn_id: int) -> dict:
     an admin, without what a runtime may not learn from it (RUNTIME_WITHHELD)."""
     row = conn.execute(SELECT_TURN_ANY, {"turn": turn_id}).fetchone()
     visible = row is not None and (
-        principal.kind.value == "admin"
+        # an installation-wide admin (no workspace) sees every turn; a workspace-scoped one its workspace's
+        (principal.kind.value == "admin" and principal.workspace_id is None)
         or (row["workspace_id"] == principal.workspace_id
             and (principal.agent_ids is None or row["agent_id"] in principal.agent_ids)))
     if not visible:
