@@ -144,7 +144,7 @@ def admin_authorizer(url: str):
             raise Unauthenticated("missing bearer token: send `Authorization: Bearer <token>`")
         with psycopg.connect(url, connect_timeout=PROBE_CONNECT_TIMEOUT_S, autocommit=True,
                              row_factory=dict_row, options="-c statement_timeout=5000") as conn:
-            authenticate(conn, header).require(TokenKind.admin)
+            authenticate(conn, header).require(TokenKind.admin, installation=True)
 
     return authorize
 
