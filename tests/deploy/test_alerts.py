@@ -119,6 +119,31 @@ def test_promtool_checks_the_rules_and_runs_a_test_per_alert(promtool):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("mutant", ["never fires", "no for"])
+def test_each_rules_promtool_test_fails_on_a_broken_rule(promtool, tmp_path, mutant):
+    """The tests bite: a rule that never fires, or that fires at once instead of after its `for`,
+    fails its promtool test, rule by rule."""
+    (tmp_path / "charts/backscroll/files").mkdir(parents=True)
+    (tmp_path / "tests/monitoring").mkdir(parents=True)
+    test_file = tmp_path / "tests/monitoring/alerts_test.yaml"
+    test_file.write_text(PROMTOOL_TESTS.read_text())
+    source = yaml.safe_load(ALERTS.read_text())
+    survivors = []
+    for g, group in enumerate(source["groups"]):
+        for r, rule in enumerate(group["rules"]):
+            broken = yaml.safe_load(ALERTS.read_text())
+            if mutant == "never fires":
+                broken["groups"][g]["rules"][r]["expr"] = "vector(0) > 1"
+            else:
+                del broken["groups"][g]["rules"][r]["for"]
+            (tmp_path / "charts/backscroll/files/alerts.yaml").write_text(yaml.safe_dump(broken))
+            done = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True,
+                                  timeout=120)
+            if done.returncode == 0:
+                survivors.append(f"{rule['alert']} {rule.get('labels', {}).get('signal', '')}".strip())
+    assert survivors == [], f"promtool tests pass with these rules broken ({mutant})"
+
+
 DASHBOARD = CHART / "files/dashboard.json"
 
 
