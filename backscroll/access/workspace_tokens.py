@@ -19,14 +19,16 @@ import psycopg
 from ..errors import BadRequest, Conflict
 from .auth import PREFIX, TokenKind, digest, validate_secret
 
-# Kinds a declaration may hold. A reader is a person (an actor), not a service: made by hand.
-# admin waits for workspace-scoped admin tokens (issue 32, item 3): a workspace's admin token
-# must not be an installation-wide one.
-DECLARABLE = (TokenKind.ingest, TokenKind.runtime, TokenKind.status)
-WORKSPACE_KINDS = (TokenKind.ingest, TokenKind.runtime)
+# Kinds a declaration may hold. A reader is a person (an actor), not a service: made by hand. A
+# declared admin token is scoped to the declared workspace (sql/0031), never installation-wide;
+# a status token reads the installation's status alone.
+DECLARABLE = (TokenKind.ingest, TokenKind.runtime, TokenKind.admin, TokenKind.status)
+WORKSPACE_KINDS = (TokenKind.ingest, TokenKind.runtime, TokenKind.admin)
 
 LOCK = "select pg_advisory_xact_lock(hashtext('backscroll_declared_tokens'), hashtext(%(prefix)s))"
-FIND_WORKSPACE = "select id, name, ts_config::text as ts_config from workspaces where slug = %(slug)s"
+FIND_WORKSPACE = """
+select id, name, ts_config::text as ts_config, retired_at from workspaces where slug = %(slug)s
+"""
 INSERT_WORKSPACE = """
 insert into workspaces (slug, name, ts_config) values (%(slug)s, %(name)s, %(cfg)s::regconfig) returning id
 """
@@ -88,6 +90,9 @@ def _workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config:
         workspace_id = conn.execute(INSERT_WORKSPACE, {"slug": slug, "name": name or slug, "cfg": cfg}).fetchone()["id"]
         lines.append(f"created workspace {slug} (id {workspace_id}, {cfg})")
         return workspace_id
+    if row["retired_at"] is not None:
+        raise Conflict(f"workspace {slug!r} is retired: it takes no new token (a retired slug is never reused)",
+                       code="workspace_retired")
     lines.append(f"adopted workspace {slug} (id {row['id']}): it exists already")
     if name is not None and row["name"] != name:  # None: the declaration leaves the name alone
         conn.execute(RENAME_WORKSPACE, {"name": name, "id": row["id"]})

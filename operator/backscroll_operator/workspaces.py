@@ -62,9 +62,10 @@ class WorkspaceToken(_Model):
     name: str = Field(min_length=1, max_length=40, pattern=DNS_LABEL,
                       description="The token's name, unique in this SearchWorkspace; registered as "
                                   "sw:NAMESPACE/SEARCHWORKSPACE/NAME.")
-    kind: Literal["ingest", "runtime", "status"] = Field(
+    kind: Literal["ingest", "runtime", "admin", "status"] = Field(
         description="ingest: a connector writing conversations; runtime: an agent runtime calling "
-                    "search_history; status: GET /v1/status alone (installation-wide).")
+                    "search_history; admin: the admin API scoped to this workspace; status: GET /v1/status "
+                    "alone (installation-wide).")
     agents: list[str] | None = Field(default=None, max_length=100,
                                      description="runtime: the agent slugs it may search (created in the workspace "
                                                  "when missing); omitted: every agent of the workspace.")

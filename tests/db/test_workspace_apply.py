@@ -93,3 +93,15 @@ def test_tokens_outside_the_prefix_are_untouched_and_a_revoked_secret_stays_revo
     monkeypatch.setenv("BACKSCROLL_TOKEN_0", first)
     assert main(["workspaces", "apply", "--slug", "acme", "--prefix", PREFIX, "--tokens-from-env"]) != 0
     assert "revoked" in capsys.readouterr().err and live(cli_env, first) is None
+
+
+def test_a_declared_admin_token_is_scoped_to_its_workspace_and_a_retired_one_takes_none(cli_env, monkeypatch, capsys):
+    admin = secret()
+    apply(monkeypatch, capsys, {"ops": ("admin", admin, None)})
+    principal = live(cli_env, admin)
+    assert principal.kind.value == "admin" and principal.workspace_id is not None  # never installation-wide
+    with psycopg.connect(cli_env, autocommit=True) as conn:
+        conn.execute("update workspaces set retired_at = now() where slug = 'acme'")
+    monkeypatch.setenv("BACKSCROLL_TOKEN_0", secret())
+    assert main(["workspaces", "apply", "--slug", "acme", "--prefix", PREFIX, "--tokens-from-env"]) != 0
+    assert "is retired" in capsys.readouterr().err

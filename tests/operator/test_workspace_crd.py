@@ -52,7 +52,7 @@ def test_printer_columns():
     ({"indexRef": {"name": "s"}, "slug": "a", "tokens": [
         {"name": "x", "kind": "ingest", "agents": ["c"], "secret": {"name": "s"}}]}, "spec.tokens.0"),
     ({"indexRef": {"name": "s"}, "slug": "a", "tokens": [
-        {"name": "x", "kind": "admin", "secret": {"name": "s"}}]}, "spec.tokens.0.kind"),
+        {"name": "x", "kind": "reader", "secret": {"name": "s"}}]}, "spec.tokens.0.kind"),
     ({"indexRef": {"name": "s"}, "slug": "a", "deletionPolicy": "delete"}, "spec.deletionPolicy"),
 ])
 def test_refused_specs_name_their_field(spec, field):
