@@ -13,9 +13,12 @@ from backscroll.access.auth import TokenKind, digest, revoke_token
 from tests.api.support import api_routes, assert_error, conversation_body, fill, snapshot
 from tests.world import bearer, client
 
-KINDS = ("reader", "runtime", "ingest", "admin", "status")
+# workspace_admin: an admin token scoped to one workspace (acme, the fixture's): the admin routes of
+# its own workspace, never the installation's (metrics, status, workspaces created or retired).
+KINDS = ("reader", "runtime", "ingest", "admin", "workspace_admin", "status")
 # Every kind but status, which reads /v1/status and nothing else (not even whoami).
 EVERYONE = frozenset(KINDS) - {"status"}
+ADMINS = frozenset({"admin", "workspace_admin"})
 # The sidebar's page, script and stylesheet: fixed files a browser opens from a link, which cannot
 # carry a bearer token. They hold no data (the page fetches everything with the reader's token);
 # test_public_routes_are_fixed_files_that_hold_no_data holds them to that.
@@ -47,13 +50,20 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/turns/{turn_id}/reply"): frozenset({"runtime"}),
     ("POST", "/v1/turns/{turn_id}/memories"): frozenset({"runtime"}),
     ("POST", "/v1/turns/{turn_id}/recheck"): frozenset({"runtime"}),
-    ("GET", "/v1/turns/{turn_id}/trace"): frozenset({"runtime", "admin"}),
+    ("GET", "/v1/turns/{turn_id}/trace"): frozenset({"runtime"}) | ADMINS,
     ("GET", "/v1/agent-sessions/{session_id}/messages"): frozenset({"reader"}),
     ("GET", "/"): PUBLIC,
     ("GET", "/c/{conversation}"): PUBLIC,
     ("GET", "/static/{name}"): PUBLIC,
-    ("GET", "/v1/workspaces/{slug}/search-settings"): frozenset({"admin"}),
-    ("PUT", "/v1/workspaces/{slug}/search-settings"): frozenset({"admin"}),
+    ("GET", "/v1/workspaces/{slug}/search-settings"): ADMINS,
+    ("PUT", "/v1/workspaces/{slug}/search-settings"): ADMINS,
+    ("POST", "/v1/admin/workspaces"): frozenset({"admin"}),
+    ("GET", "/v1/admin/workspaces"): ADMINS,
+    ("GET", "/v1/admin/workspaces/{slug}"): ADMINS,
+    ("DELETE", "/v1/admin/workspaces/{slug}"): frozenset({"admin"}),
+    ("POST", "/v1/admin/tokens"): ADMINS,
+    ("GET", "/v1/admin/tokens"): ADMINS,
+    ("POST", "/v1/admin/tokens/{token_id}/revoke"): ADMINS,
     ("GET", "/healthz"): PROBE,
     ("GET", "/readyz"): PROBE,
 }
@@ -95,8 +105,11 @@ def _fixture(world):
         "runtime": world.token("runtime", "acme"),
         "ingest": world.token("ingest", "acme"),
         "admin": world.token("admin"),
+        "workspace_admin": world.token("admin", "acme"),
         "status": world.token("status"),
     }
+    spare = world.token("ingest", "acme")  # what POST /v1/admin/tokens/{token_id}/revoke revokes
+    ids["token"] = world.conn.execute("select id from api_tokens where digest = %s", (digest(spare),)).fetchone()["id"]
     return ids, ids["msg"], tokens
 
 
@@ -106,6 +119,8 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
         ident = ids["turn"]
     elif "{link_id}" in template:
         ident = ids["link"]
+    elif "{token_id}" in template:
+        ident = ids["token"]
     elif template.startswith("/v1/messages/"):
         ident = ids["msg"]
     elif template == "/static/{name}":
@@ -131,6 +146,8 @@ def _sample(method: str, template: str, ids: dict, msg: int) -> tuple[str, dict 
         ("POST", "/v1/turns"): {"agent": "concierge", "conversation_id": ids["conv"]},
         ("POST", "/v1/tools/search_history"): {"turn_id": ids["turn"], "query": "rose"},
         ("PUT", "/v1/workspaces/{slug}/search-settings"): {"text_search_config": "english"},
+        ("POST", "/v1/admin/workspaces"): {"slug": "newco"},
+        ("POST", "/v1/admin/tokens"): {"kind": "ingest", "workspace": "acme"},
         ("POST", "/v1/turns/{turn_id}/reply"): {"body": "It is booked."},
         ("POST", "/v1/turns/{turn_id}/memories"): {"body": "The Rose Room", "source_message_ids": [ids["msg"]]},
     }.get((method, template))
@@ -188,7 +205,8 @@ def test_wrong_kind_of_token_is_403_and_changes_nothing(db_url, world, method, t
                 continue
             r = http.request(method, path, headers=bearer(tokens[kind]), json=body)
             error = assert_error(r, 403, "forbidden")
-            assert kind in error["message"], error
+            # a workspace admin's token is an admin token: "... this one is an admin token (scoped ...)"
+            assert ("admin" if kind == "workspace_admin" else kind) in error["message"], error
         assert snapshot(world.conn) == before
         # The same request with an allowed kind succeeds: the 403 was about the kind alone.
         for kind in sorted(allowed):

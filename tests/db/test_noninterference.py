@@ -1738,6 +1738,10 @@ NOT_A_READERS_OR_RUNTIMES = {
     ("POST", "/v1/import"), ("POST", "/v1/memories"), ("POST", "/v1/identity-links"),
     ("POST", "/v1/identity-links/{link_id}/verify"), ("POST", "/v1/identity-links/{link_id}/revoke"),
     ("PUT", "/v1/conversations/{conversation_id}/readers"),
+    # the admin API (admin tokens: installation-wide or scoped to one workspace)
+    ("POST", "/v1/admin/workspaces"), ("GET", "/v1/admin/workspaces"), ("GET", "/v1/admin/workspaces/{slug}"),
+    ("DELETE", "/v1/admin/workspaces/{slug}"), ("POST", "/v1/admin/tokens"), ("GET", "/v1/admin/tokens"),
+    ("POST", "/v1/admin/tokens/{token_id}/revoke"),
 }
 
 
