@@ -83,4 +83,10 @@ MUTANTS = [
            "(c.agent_id = any(%(agents)s::bigint[]) or c.creator_actor_id = %(actor)s)", "true"),
     Mutant("read one session: workspace predicate", SESSIONS, "ONE",
            "and c.workspace_id = %(ws)s", ""),
+    # The admin API (issue 32): a workspace-scoped admin reaches its own workspace's tokens and
+    # workspace alone (tests/api/test_admin_api.py).
+    Mutant("admin API: a scoped admin's tokens", "backscroll/access/auth.py", "IN_SCOPE",
+           "t.workspace_id = %(scope)s", "true"),
+    Mutant("admin API: a scoped admin's workspaces", "backscroll/ingest/workspaces.py", "LIST_WORKSPACES",
+           "w.id = %(scope)s", "true"),
 ]

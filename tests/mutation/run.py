@@ -71,6 +71,7 @@ for _sql in ("sql/0007_history_candidates.sql", "sql/0012_lineage_verdicts.sql",
              "sql/0027_audience_statistics.sql", "sql/0028_external_into_members.sql"):
     SUITES_FOR[_sql] = SUITES_FOR["backscroll/search/history_sql.py"]
 SUITES_FOR["backscroll/web/transcript.py"] = ["tests/browser/test_page_http.py", "tests/api/test_read_replica.py"]
+SUITES_FOR["backscroll/access/auth.py"] = SUITES_FOR["backscroll/ingest/workspaces.py"] = ["tests/api/test_admin_api.py"]
 
 # From the map, a mutant runs at most this many of its recorded killers (fastest first); more
 # would only cost time, one failing test by name is a kill.
