@@ -9,11 +9,17 @@
 -- column for them. A pod of an earlier release would read a scoped admin token as an
 -- installation-wide one: make scoped admin tokens once the rollout is complete (docs/upgrades.md).
 --
--- Expand-only: a nullable column and a table nothing older reads.
+-- Expand-only: two tables nothing older reads. Neither alters nor references workspaces: an
+-- `alter table workspaces` (or a foreign key to it) would lock the table every ingest and search
+-- of the running release reads while this migration's transaction is open.
 
 -- DELETE /v1/admin/workspaces/{slug} retires a workspace: its tokens are revoked, no token can be
 -- made for it again, and its data is retained (erasing it is `backscroll purge`'s, not the API's).
-alter table workspaces add column retired_at timestamptz;
+-- One row per retired workspace; no foreign key (see above; workspaces are never deleted but by purge).
+create table workspace_retirements (
+    workspace_id bigint primary key,
+    retired_at   timestamptz not null default now()
+);
 
 -- Who did what to which workspace or token, and how it ended: never a secret and nothing of the
 -- request but ids and slugs. No foreign keys: a row outlives the token that acted and its target.

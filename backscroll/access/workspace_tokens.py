@@ -27,7 +27,9 @@ WORKSPACE_KINDS = (TokenKind.ingest, TokenKind.runtime, TokenKind.admin)
 
 LOCK = "select pg_advisory_xact_lock(hashtext('backscroll_declared_tokens'), hashtext(%(prefix)s))"
 FIND_WORKSPACE = """
-select id, name, ts_config::text as ts_config, retired_at from workspaces where slug = %(slug)s
+select w.id, w.name, w.ts_config::text as ts_config, r.retired_at
+  from workspaces w left join workspace_retirements r on r.workspace_id = w.id
+ where w.slug = %(slug)s
 """
 INSERT_WORKSPACE = """
 insert into workspaces (slug, name, ts_config) values (%(slug)s, %(name)s, %(cfg)s::regconfig) returning id

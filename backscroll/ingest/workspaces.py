@@ -25,17 +25,25 @@ returning id, (xmax = 0) as created
 # The scope predicate of every workspace read: an installation-wide caller (scope null) sees every
 # workspace, a workspace-scoped admin its own.
 LIST_WORKSPACES = """
-select w.id, w.slug, w.name, w.ts_config::text as ts_config, w.created_at, w.retired_at,
+select w.id, w.slug, w.name, w.ts_config::text as ts_config, w.created_at, r.retired_at,
        (select count(*) from agents a where a.workspace_id = w.id) as agents,
        (select count(*) from conversations c where c.workspace_id = w.id) as conversations
   from workspaces w
+  left join workspace_retirements r on r.workspace_id = w.id
  where (%(scope)s::bigint is null or w.id = %(scope)s)
    and (%(slug)s::text is null or w.slug = %(slug)s) and w.slug > %(after)s
  order by w.slug
  limit %(limit)s
 """
+# The first retirement's time stays: retiring again changes nothing.
 RETIRE_WORKSPACE = """
-update workspaces set retired_at = coalesce(retired_at, now()) where id = %(id)s returning retired_at
+with retired as (
+    insert into workspace_retirements (workspace_id) values (%(id)s) on conflict (workspace_id) do nothing
+    returning retired_at
+)
+select retired_at from retired
+ union all
+select retired_at from workspace_retirements where workspace_id = %(id)s and not exists (select from retired)
 """
 SELECT_AGENTS = "select id, slug from agents where workspace_id = %(ws)s and slug = any(%(slugs)s)"
 

@@ -102,8 +102,9 @@ def test_a_workspace_admin_sees_and_acts_on_its_own_workspace_alone(db_url, worl
         # An admin token it makes is refused: only an installation-wide admin mints admin tokens.
         r = http.post("/v1/admin/tokens", headers=bearer(scoped), json={"kind": "admin"})
         assert "installation-wide" in assert_error(r, 403, "forbidden")["message"]
-    beta = world.conn.execute("select name, ts_config_next, retired_at from workspaces where slug = 'beta'")
-    assert beta.fetchone() == {"name": "Beta", "ts_config_next": None, "retired_at": None}
+    beta = world.conn.execute("select name, ts_config_next, exists (select from workspace_retirements r "
+                              "where r.workspace_id = w.id) as retired from workspaces w where slug = 'beta'")
+    assert beta.fetchone() == {"name": "Beta", "ts_config_next": None, "retired": False}
 
 
 def test_a_workspace_admin_lists_and_revokes_its_workspace_tokens_alone(db_url, world):

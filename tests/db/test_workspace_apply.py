@@ -101,7 +101,7 @@ def test_a_declared_admin_token_is_scoped_to_its_workspace_and_a_retired_one_tak
     principal = live(cli_env, admin)
     assert principal.kind.value == "admin" and principal.workspace_id is not None  # never installation-wide
     with psycopg.connect(cli_env, autocommit=True) as conn:
-        conn.execute("update workspaces set retired_at = now() where slug = 'acme'")
+        conn.execute("insert into workspace_retirements (workspace_id) select id from workspaces where slug = 'acme'")
     monkeypatch.setenv("BACKSCROLL_TOKEN_0", secret())
     assert main(["workspaces", "apply", "--slug", "acme", "--prefix", PREFIX, "--tokens-from-env"]) != 0
     assert "is retired" in capsys.readouterr().err
