@@ -322,16 +322,12 @@ def serving_socket(config):
 
 
 def cmd_workspaces_create(args, settings: Settings) -> int:
-    from .errors import BackscrollError
     from .ingest import workspaces
     from .search.maintenance import check_text_search_config
 
-    with _conn(settings, autocommit=False) as conn:
-        try:
-            cfg = check_text_search_config(conn, args.ts_config or settings.text_search_config)
-            ws_id, _ = workspaces.create(conn, args.slug, args.name, cfg, rename=True)
-        except BackscrollError as exc:
-            raise SystemExit(f"backscroll: {exc.message}") from None
+    with _conn(settings, autocommit=False) as conn:  # a refusal (BackscrollError) is main's to print
+        cfg = check_text_search_config(conn, args.ts_config or settings.text_search_config)
+        ws_id, _ = workspaces.create(conn, args.slug, args.name, cfg, rename=True)
         conn.commit()
     print(f"workspace {args.slug} (id {ws_id})")
     return 0
@@ -521,11 +517,15 @@ def cmd_tokens_create(args, settings: Settings) -> int:
             workspace_id = None
             if kind not in INSTALLATION_KINDS and not args.workspace:
                 raise SystemExit(f"a {kind.value} token needs --workspace")
+            if kind is TokenKind.reader and not args.actor:
+                raise SystemExit("a reader token needs --actor NAMESPACE/EXTERNAL_ID (the person reading)")
             if args.workspace:  # an admin token with one is scoped to that workspace
                 workspace_id, _ = workspaces.for_token(conn, None, args.workspace)
-            agents = None if args.agents == "all" else [s for s in (args.agents or "").split(",") if s]
-            if kind not in (TokenKind.reader, TokenKind.runtime):
-                agents = None
+            agents = None
+            if kind in (TokenKind.reader, TokenKind.runtime) and args.agents != "all":
+                agents = [s for s in (args.agents or "").split(",") if s]
+                if not agents:
+                    raise SystemExit("give --agents all, or a comma-separated list of agent slugs")
             token_id, secret = workspaces.issue_token(
                 conn, kind, workspace_id=workspace_id, workspace_slug=args.workspace or "", actor=args.actor,
                 display_name=args.display_name, agents=agents, name=args.name)
