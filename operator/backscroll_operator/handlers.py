@@ -36,6 +36,7 @@ from .metrics import Metrics, Server
 from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner
 from .reconcile import Blocked, converge
 from .spec import SpecError, parse, unknown_fields
+from .workspace_handlers import register as register_workspaces
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 CHILDREN = (("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"),
@@ -344,4 +345,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
             if ref == name:
                 passes.request(namespace, index["metadata"]["name"], "child")
 
+    # SearchWorkspaces (tenants as code): their own handlers, on the same client and leader.
+    register_workspaces(registry, passes, namespaces)
     return passes

@@ -26,6 +26,7 @@ RESOURCES = {
     "horizontalpodautoscalers": "/apis/autoscaling/v2",
     "networkpolicies": "/apis/networking.k8s.io/v1",
     "searchindexes": "/apis/search.backscroll.dev/v1alpha1",
+    "searchworkspaces": "/apis/search.backscroll.dev/v1alpha1",
 }
 FIELD_MANAGER = "backscroll-operator"
 

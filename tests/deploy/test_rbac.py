@@ -42,7 +42,9 @@ def default_roles(render) -> dict[str, dict]:
 def needs(default_roles) -> dict[tuple[str, str], set[str]]:
     """What the operator does in a namespace it watches."""
     needs = granted(default_roles["rel-backscroll"]["rules"])
-    assert needs[("", "secrets")] == {"get", "create"}, "Secrets are read, and only its own token created"
+    # Read by name, never listed or watched; created: its own status token and a SearchWorkspace's
+    # token Secrets, which alone it patches (drift) and deletes (revocation).
+    assert needs[("", "secrets")] == {"get", "create", "patch", "delete"}
     assert "patch" not in needs[("batch", "jobs")], "Jobs are immutable: never patched"
     return needs
 

@@ -55,6 +55,7 @@ DEADLINE_S = 90.0
 
 RESOURCES = {
     "searchindexes": "/apis/search.backscroll.dev/v1alpha1",
+    "searchworkspaces": "/apis/search.backscroll.dev/v1alpha1",
     "deployments": "/apis/apps/v1",
     "replicasets": "/apis/apps/v1",
     "jobs": "/apis/batch/v1",

@@ -111,10 +111,18 @@ kopf's (watching the SearchIndexes, its annotations and finalizer, status, Event
   verbs: [get, create]
 # Read: that the pods' Secrets exist with their keys (their resourceVersion rolls the pods on
 # rotation; nothing computed from a value is written anywhere); create: the operator's own status
-# token Secret. Never updated, never listed.
+# token Secret. Never listed or watched. patch and delete: a SearchWorkspace's token Secrets (its
+# own `<name>-tokens` and the targets it delivers), rewritten on drift, deleted on revocation.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create]
+  verbs: [get, create, patch, delete]
+# SearchWorkspaces: listed and watched, read before each pass, their finalizer patched; the status.
+- apiGroups: [search.backscroll.dev]
+  resources: [searchworkspaces]
+  verbs: [get, list, watch, patch]
+- apiGroups: [search.backscroll.dev]
+  resources: [searchworkspaces/status]
+  verbs: [patch]
 # A failed migration's pods: the first line of their error, from the termination message.
 - apiGroups: [""]
   resources: [pods]
