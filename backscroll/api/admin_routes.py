@@ -172,7 +172,8 @@ def create_workspace(request: Request, svc: Svc, body: WorkspaceIn):
             summary="Workspaces by slug: every one for an installation-wide admin, its own for a scoped one")
 @requires(TokenKind.admin)
 def list_workspaces(request: Request, svc: Svc, limit: Limit = None,
-                    after: Annotated[str, Query(max_length=63, description="The `next` of the previous page")] = ""):
+                    after: Annotated[str, Query(max_length=63, pattern=r"^([a-z0-9][a-z0-9_-]{0,62})?$",
+                                                description="The `next` of the previous page")] = ""):
     size = clamp_limit(limit, PAGE_DEFAULT, PAGE_MAX)
     with audited(svc, request, "workspace.list") as (conn, principal, _):
         rows = workspaces.listing(conn, principal.scope, after=after, limit=size + 1)

@@ -66,6 +66,10 @@ def test_bad_workspace_input_is_400_and_writes_nothing(db_url, world):
         assert "this server has" in assert_error(r, 400, "invalid_text_search_config")["message"]
         assert_error(http.get("/v1/admin/workspaces/BAD%20SLUG", headers=bearer(admin)), 400, "invalid_request")
         assert_error(http.get("/v1/admin/tokens?after=-1", headers=bearer(admin)), 400, "invalid_request")
+        assert_error(http.get("/v1/admin/workspaces?after=%00", headers=bearer(admin)), 400, "invalid_request")
+        r = http.post("/v1/admin/tokens", headers=bearer(admin), json={"kind": "ingest", "workspace": "ok",
+                                                                      "name": "a\u0000b"})
+        assert_error(r, 400, "invalid_request")
         assert_error(http.post("/v1/admin/tokens/abc/revoke", headers=bearer(admin)), 400, "invalid_request")
     assert world.conn.execute("select count(*) as n from workspaces where slug = 'ok'").fetchone()["n"] == 0
 
