@@ -361,6 +361,14 @@ def cmd_workspaces_apply(args, settings: Settings) -> int:
                                    tuple(agents) if agents is not None else None))
     with _conn(settings) as conn:
         applied = apply_workspace(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
+        if applied.ts_config_change:
+            from .search.maintenance import request_reindex
+
+            current, wanted = applied.ts_config_change
+            request_reindex(conn, args.slug, wanted)
+            applied.lines.append(f"workspace {args.slug}: text search configuration {current} -> {wanted} requested; "
+                                 "its documents are rebuilt in the background (`backscroll workspaces language` "
+                                 "shows progress)")
     for line in applied.lines:
         print(line)
     print(f"workspace {args.slug} (id {applied.workspace_id}): {len(tokens)} declared token(s) live")

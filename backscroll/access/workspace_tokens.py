@@ -1,8 +1,8 @@
 """A workspace and its tokens as declared elsewhere (a `SearchWorkspace` resource): applied, not created.
 
 `apply_workspace` makes the database match a declaration: the workspace (created, or adopted when
-one with the slug exists, its display name updated, a new text search configuration requested
-through the language-change path), the agents runtime tokens are scoped to (created when
+one with the slug exists, its display name updated; a new text search configuration is returned
+for the caller to request through the language-change path), the agents runtime tokens are scoped to (created when
 missing), and each declared token registered by name from a secret generated elsewhere (stored as
 its digest only). Every token of a declaration is named `<prefix><token>` (the operator's prefix
 is `sw:<namespace>/<workspace>/`): a new secret under a name revokes the older ones (rotation),
@@ -69,6 +69,7 @@ class Declared:
 class Applied:
     workspace_id: int
     lines: list[str]  # what was done, for the log: never a secret
+    ts_config_change: tuple[str, str] | None = None  # (current, declared) of an adopted workspace
 
 
 def _scope(conn: psycopg.Connection, workspace_id: int, token: Declared) -> tuple[int | None, list[int] | None]:
@@ -83,9 +84,8 @@ def _scope(conn: psycopg.Connection, workspace_id: int, token: Declared) -> tupl
     return workspace_id, sorted(r["id"] for r in rows)
 
 
-def _workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str | None, lines: list[str]) -> int:
-    from ..search.maintenance import request_reindex
-
+def _workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str | None,
+               lines: list[str], applied: Applied) -> int:
     row = conn.execute(FIND_WORKSPACE, {"slug": slug}).fetchone()
     if row is None:
         cfg = ts_config or "simple"
@@ -100,9 +100,9 @@ def _workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_config:
         conn.execute(RENAME_WORKSPACE, {"name": name, "id": row["id"]})
         lines.append(f"renamed workspace {slug}: {row['name']!r} -> {name!r}")
     if ts_config and ts_config != row["ts_config"]:
-        state = request_reindex(conn, slug, ts_config)
-        lines.append(f"workspace {slug}: text search configuration {state.ts_config} -> {ts_config} requested; "
-                     "its documents are rebuilt in the background (`backscroll workspaces language` shows progress)")
+        # Not changed here: the caller requests it through the language path (search.maintenance),
+        # which rebuilds the workspace's documents in the background.
+        applied.ts_config_change = (row["ts_config"], ts_config)
     return row["id"]
 
 
@@ -123,9 +123,10 @@ def apply_workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_co
         except BadRequest as exc:
             raise BadRequest(f"token {token.name}: {exc.message}", code="bad_token") from None
     lines: list[str] = []
+    applied = Applied(0, lines)
     with conn.transaction():
         conn.execute(LOCK, {"prefix": prefix})
-        workspace_id = _workspace(conn, slug, name, ts_config, lines)
+        workspace_id = applied.workspace_id = _workspace(conn, slug, name, ts_config, lines, applied)
         for token in tokens:
             full = prefix + token.name
             ws, agents = _scope(conn, workspace_id, token)
@@ -151,7 +152,7 @@ def apply_workspace(conn: psycopg.Connection, slug: str, name: str | None, ts_co
                          + (f"; revoked the previous: {', '.join(map(str, revoked))}" if revoked else ""))
         for row in conn.execute(REVOKE_UNDECLARED, {"prefix": prefix, "keep": [prefix + n for n in names]}):
             lines.append(f"revoked token {row['id']} ({row['name']}): no longer declared")
-    return Applied(workspace_id, lines)
+    return applied
 
 
 def revoke_declared(conn: psycopg.Connection, prefix: str) -> list[str]:
