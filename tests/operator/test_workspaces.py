@@ -91,7 +91,11 @@ def play(api, job: dict, db_url: str, tmp_path) -> str:
 def complete(hold, api, job: dict) -> None:
     """The held pod runs (and, on KWOK, succeeds): the Job completes; the gate closes again."""
     hold.open()
-    eventually(lambda: (api.get("jobs", job["metadata"]["name"]).get("status") or {}).get("succeeded"))
+
+    def done() -> bool:  # gone counts: a revoke Job goes with its SearchWorkspace once it succeeded
+        live = api.get("jobs", job["metadata"]["name"])
+        return live is None or bool((live.get("status") or {}).get("succeeded"))
+    eventually(done)
     hold.close()
 
 
