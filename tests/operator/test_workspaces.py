@@ -279,3 +279,17 @@ def test_a_target_namespace_is_written_only_where_the_chart_grants_it(
             proxy.calls[:] = [c for c in proxy.calls if c.status != 403]
     finally:
         control_plane.kubectl("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_a_searchworkspace_waits_for_its_index(api, operator, indexed, db_url, tmp_path):
+    with operator():
+        api.create("searchworkspaces", workspace())
+        waiting = eventually(lambda: ready(api).get("reason") == "WaitingForIndex" and ready(api))
+        assert waiting["status"] == "False" and "SearchIndex search does not exist" in waiting["message"]
+        assert not api.list("jobs", f"app.kubernetes.io/component={ws_.REGISTER}") and api.get("secrets", INGEST) is None
+        hold = indexed()  # migrated: the index's events release it at once
+        job = pending_job(api, ws_.REGISTER)
+        play(api, job, db_url, tmp_path)
+        complete(hold, api, job)
+        eventually(lambda: ready(api).get("status") == "True")
+        assert "WaitingForIndex" in [e["reason"] for e in api.events("acme")]
