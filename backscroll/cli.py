@@ -386,6 +386,25 @@ def cmd_workspaces_revoke_declared(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_workspaces_erase(args, settings: Settings) -> int:
+    from .store.erase import erase_workspace
+
+    if not args.yes_erase_workspace_data:
+        print(f"backscroll: erase deletes every conversation, message, memory, vector, statistic and token of "
+              f"workspace {args.slug!r}, and the workspace; nothing of it can be recovered. Run it again with "
+              "--yes-erase-workspace-data", file=sys.stderr)
+        return 2
+    _refuse_foreign_owner(settings)
+    with _conn(settings) as conn:
+        done = erase_workspace(conn, args.slug, batch=args.batch, progress=print)
+    if not done.found:
+        print(f"workspace {args.slug!r} does not exist: nothing to do")
+        return 0
+    print(f"workspace {args.slug} (id {done.workspace_id}) erased: "
+          + ", ".join(f"{n} {what}" for what, n in done.deleted.items()))
+    return 0
+
+
 def cmd_workspaces_list(args, settings: Settings) -> int:
     from .ingest import workspaces
 
@@ -708,9 +727,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-from-env", action="store_true",
                    help=f"register the tokens ${TOKENS_VARIABLE} describes (JSON list of name, kind, agents, env)")
     p.set_defaults(func=cmd_workspaces_apply)
-    p = ws.add_parser("revoke-declared", help="revoke every token under a declaration's prefix (its data stays)")
+    p = ws.add_parser("revoke-declared", help="revoke every token under a declaration's prefix (its data stays; "
+                                              "`workspaces erase` deletes it)")
     p.add_argument("--prefix", required=True)
     p.set_defaults(func=cmd_workspaces_revoke_declared)
+    p = ws.add_parser("erase", help="delete a workspace and all of its data: its tokens revoked first, then its "
+                                    "messages, conversations, memories and actors in batches (each its own "
+                                    "transaction; run it again to finish an interrupted erasure), then its "
+                                    "statistics and the workspace itself (the operator's deletionPolicy: delete)")
+    p.add_argument("slug")
+    p.add_argument("--yes-erase-workspace-data", action="store_true", help="required: there is no undo")
+    p.add_argument("--batch", type=int, default=1000, help="rows per transaction (default 1000)")
+    p.set_defaults(func=cmd_workspaces_erase)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
     p = ws.add_parser("language", help="show or change a workspace's text search configuration (rebuilt in the background)")
