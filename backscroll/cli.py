@@ -396,6 +396,15 @@ def cmd_workspaces_erase(args, settings: Settings) -> int:
         return 2
     _refuse_foreign_owner(settings)
     with _conn(settings) as conn:
+        if args.revoke_prefix:
+            # The declaration's tokens, the installation-wide ones (status) included, even when the
+            # workspace is already gone.
+            from .access.workspace_tokens import revoke_declared
+
+            revoked = revoke_declared(conn, args.revoke_prefix)
+            for line in revoked:
+                print(line)
+            print(f"{len(revoked)} token(s) under {args.revoke_prefix!r} revoked")
         done = erase_workspace(conn, args.slug, batch=args.batch, progress=print)
     if not done.found:
         print(f"workspace {args.slug!r} does not exist: nothing to do")
@@ -738,6 +747,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("slug")
     p.add_argument("--yes-erase-workspace-data", action="store_true", help="required: there is no undo")
     p.add_argument("--batch", type=int, default=1000, help="rows per transaction (default 1000)")
+    p.add_argument("--revoke-prefix", default=None,
+                   help="first revoke every token under a declaration's prefix (the operator's SearchWorkspace "
+                        "with deletionPolicy: delete), as `workspaces revoke-declared` does")
     p.set_defaults(func=cmd_workspaces_erase)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)

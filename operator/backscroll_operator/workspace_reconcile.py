@@ -154,14 +154,24 @@ def finalize(kube: Kube, ws: Owner, body: dict) -> Result | None:
         events.append(("Warning", "TokensNotRevoked", f"{stop.message}: the tokens could not be revoked in its "
                                                       "database; their Secrets are deleted"))
     if index is not None:
-        job = ws_.revoke_job(ws, index)
+        erase = ws_.erased_slug(body)
+        job = ws_.revoke_job(ws, index, erase)
         state = JobState.of(job["metadata"]["name"], create_once(kube, ws, "jobs", job))
         if state.phase == "running":
+            if erase:
+                return Result(False, "Erasing", f"job {state.name} revokes the tokens, then erases workspace {erase} "
+                                                "and its data (deletionPolicy: delete) before the SearchWorkspace goes")
             return Result(False, "Revoking", f"job {state.name} revokes the tokens before the SearchWorkspace goes")
         if state.phase == "failed":
+            if erase:
+                return Result(False, "ErasureFailed", f"job {state.name} failed: {failure(kube, ws, state.name)}; "
+                              f"the tokens may be live and the data partly erased: delete the job to try again (an "
+                              f"erasure resumes where it stopped), or remove the finalizer {ws_.FINALIZER}")
             return Result(False, "RevocationFailed", f"job {state.name} failed: {failure(kube, ws, state.name)}; the "
                           f"tokens may be live: delete the job to try again, or remove the finalizer {ws_.FINALIZER}")
         events.append(("Normal", "TokensRevoked", f"job {state.name} revoked every token of {ws_.prefix(ws)}"))
+        if erase:
+            events.append(("Normal", "WorkspaceErased", f"job {state.name} erased workspace {erase} and its data"))
     secret = kube.get("secrets", ws.namespace, ws_.tokens_secret_name(ws))
     for where in sorted(set(_delivered(secret).values())):
         try:

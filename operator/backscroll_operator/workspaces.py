@@ -26,7 +26,8 @@ KIND = "SearchWorkspace"
 PLURAL = "searchworkspaces"
 SINGULAR = "searchworkspace"
 CRD_NAME = f"{PLURAL}.{GROUP}"
-# Held while the tokens may still be live: removed once the revoke Job succeeded.
+# Held while the tokens may still be live (and, with deletionPolicy: delete, the data there):
+# removed once the revoke (or erase) Job succeeded.
 FINALIZER = f"{GROUP}/revoke-tokens"
 # On every Secret the operator writes for a SearchWorkspace (its own and the targets): which one.
 WORKSPACE_LABEL = f"{GROUP}/workspace"
@@ -100,7 +101,10 @@ class SearchWorkspaceSpec(_Model):
                                          description="The tokens to mint and deliver.")
     deletion_policy: Literal["retain", "delete"] = Field(
         default="retain", description="retain: deleting the SearchWorkspace revokes its tokens and keeps the "
-                                      "workspace's data. delete (erasing the data) is not supported yet.")
+                                      "workspace's data. delete: deleting it revokes its tokens, then erases the "
+                                      "workspace and all of its data (conversations, messages, memories, "
+                                      "vectors, statistics) in batches (`backscroll workspaces erase`); there "
+                                      "is no undo.")
 
     @model_validator(mode="after")
     def _checks(self):
@@ -119,10 +123,6 @@ def parse(spec: dict | None) -> SearchWorkspaceSpec:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SpecError(_field_path(first["loc"]), first["msg"]) from None
-    if parsed.deletion_policy == "delete":
-        raise SpecError("spec.deletionPolicy", "delete (erasing the workspace's rows) is not supported yet: use "
-                                               "retain (its tokens are revoked; `backscroll purge` erases a whole "
-                                               "database)")
     return parsed
 
 
@@ -324,10 +324,23 @@ def register_job(ws: Owner, spec: SearchWorkspaceSpec, index: SearchIndexSpec, d
     return _job(ws, index, child_name(ws.name, "register", identity), REGISTER, args, env)
 
 
-def revoke_job(ws: Owner, index: SearchIndexSpec) -> dict:
-    """`backscroll workspaces revoke-declared`: every token of the SearchWorkspace revoked as it goes."""
-    return _job(ws, index, child_name(ws.name, "revoke", short_hash([ws.uid, index.image])), REVOKE,
-                ["workspaces", "revoke-declared", "--prefix", prefix(ws)], [])
+def revoke_job(ws: Owner, index: SearchIndexSpec, erase: str | None = None) -> dict:
+    """`backscroll workspaces revoke-declared`: every token of the SearchWorkspace revoked as it goes.
+    With `erase` (the slug of a SearchWorkspace whose deletionPolicy is delete), `backscroll workspaces
+    erase` instead: the same tokens revoked first, then the workspace and its data erased. Named
+    after what it does, so switching the policy while the deletion waits makes another Job."""
+    if erase is None:
+        return _job(ws, index, child_name(ws.name, "revoke", short_hash([ws.uid, index.image])), REVOKE,
+                    ["workspaces", "revoke-declared", "--prefix", prefix(ws)], [])
+    return _job(ws, index, child_name(ws.name, "erase", short_hash([ws.uid, index.image, erase])), REVOKE,
+                ["workspaces", "erase", erase, "--yes-erase-workspace-data", "--revoke-prefix", prefix(ws)], [])
+
+
+def erased_slug(body: dict) -> str | None:
+    """The slug a deleted SearchWorkspace's data is erased from: its spec's, when deletionPolicy is
+    delete (read from the stored object, which the CRD's schema validated); None keeps the data."""
+    spec = body.get("spec") or {}
+    return spec.get("slug") if spec.get("deletionPolicy") == "delete" and spec.get("slug") else None
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ def test_printer_columns():
         {"name": "x", "kind": "ingest", "agents": ["c"], "secret": {"name": "s"}}]}, "spec.tokens.0"),
     ({"indexRef": {"name": "s"}, "slug": "a", "tokens": [
         {"name": "x", "kind": "reader", "secret": {"name": "s"}}]}, "spec.tokens.0.kind"),
-    ({"indexRef": {"name": "s"}, "slug": "a", "deletionPolicy": "delete"}, "spec.deletionPolicy"),
+    ({"indexRef": {"name": "s"}, "slug": "a", "deletionPolicy": "erase"}, "spec.deletionPolicy"),
 ])
 def test_refused_specs_name_their_field(spec, field):
     with pytest.raises(SpecError) as caught:
@@ -92,3 +92,23 @@ def test_a_target_in_another_namespace_has_no_owner_reference():
     assert there["metadata"]["namespace"] == "agents" and "ownerReferences" not in there["metadata"]
     assert there["stringData"] == {"t": "v"}
     assert there["metadata"]["labels"][workspaces.WORKSPACE_LABEL] == "acme"
+
+
+def test_the_deletion_job_erases_only_with_deletion_policy_delete():
+    retain = workspaces.revoke_job(WS, INDEX)
+    (container,) = retain["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["workspaces", "revoke-declared", "--prefix", "sw:team-a/acme/"]
+    body = {"spec": {"indexRef": {"name": "search"}, "slug": "acme", "deletionPolicy": "delete"}}
+    assert workspaces.parse(body["spec"]).deletion_policy == "delete"
+    assert workspaces.erased_slug(body) == "acme"
+    assert workspaces.erased_slug({"spec": {**body["spec"], "deletionPolicy": "retain"}}) is None
+    assert workspaces.erased_slug({"spec": {"indexRef": {"name": "search"}, "slug": "acme"}}) is None
+    erase = workspaces.revoke_job(WS, INDEX, "acme")
+    assert erase == workspaces.revoke_job(WS, INDEX, "acme")  # pure
+    (container,) = erase["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["workspaces", "erase", "acme", "--yes-erase-workspace-data",
+                                 "--revoke-prefix", "sw:team-a/acme/"]
+    # Another policy or another slug is another Job (a Job cannot change once created).
+    assert erase["metadata"]["name"] != retain["metadata"]["name"]
+    assert erase["metadata"]["name"] != workspaces.revoke_job(WS, INDEX, "other")["metadata"]["name"]
+    assert erase["metadata"]["labels"]["app.kubernetes.io/component"] == workspaces.REVOKE

@@ -246,6 +246,43 @@ def test_deleting_the_searchworkspace_revokes_every_token(api, operator, indexed
         assert (verbs or rules[key]) <= calls.get(key, set()), key
 
 
+def test_deleting_a_searchworkspace_with_delete_policy_erases_its_data(api, operator, indexed, db_url, tmp_path):
+    with operator():
+        hold = indexed()
+        to_ready(api, hold, db_url, tmp_path, workspace(deletionPolicy="delete"))
+        ingest, runtime = token_of(api, INGEST), token_of(api, RUNTIME)
+        # Data in it: a conversation (ingest), a turn and a search (runtime).
+        assert works(db_url, ingest, runtime) == {"ingest": 201, "turn": 201, "search_history": 200}
+        with open_world(db_url).conn as conn:
+            acme = conn.execute("select id from workspaces where slug = 'acme'").fetchone()["id"]
+            assert conn.execute("select count(*) as n from conversations where workspace_id = %s",
+                                (acme,)).fetchone()["n"] == 2
+        api.delete("searchworkspaces", "acme")
+        job = pending_job(api, ws_.REVOKE)
+        assert api.get("searchworkspaces", "acme") is not None, "held by the finalizer until erased"
+        assert eventually(lambda: ready(api).get("reason") == "Erasing")
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["args"][:4] == ["workspaces", "erase", "acme", "--yes-erase-workspace-data"]
+        output = play(api, job, db_url, tmp_path)
+        assert "2 token(s) under 'sw:" in output and "workspace acme (id" in output and "erased" in output
+        complete(hold, api, job)
+        eventually(lambda: api.get("searchworkspaces", "acme") is None)
+        assert "WorkspaceErased" in [e["reason"] for e in api.events("acme")]
+        assert api.get("secrets", INGEST) is None and api.get("secrets", RUNTIME) is None
+    with open_world(db_url).conn as conn:
+        assert conn.execute("select count(*) as n from workspaces where slug = 'acme'").fetchone()["n"] == 0
+        for table in ("conversations", "memories", "actors", "api_tokens", "agents"):
+            assert conn.execute(f"select count(*) as n from {table} where workspace_id = %s",
+                                (acme,)).fetchone()["n"] == 0, table
+        assert conn.execute("select count(*) as n from messages m where not exists"
+                            " (select 1 from conversations c where c.id = m.conversation_id)").fetchone()["n"] == 0
+    with client(db_url) as http:
+        assert http.post("/v1/conversations", headers=bearer(ingest), json=conversation_body(
+            "t-after", "Rose Room", agent="concierge", audience={"kind": "public"})).status_code == 401
+        assert http.post("/v1/turns", headers=bearer(runtime),
+                         json={"agent": "concierge", "conversation_id": 1}).status_code == 401
+
+
 def test_a_target_namespace_is_written_only_where_the_chart_grants_it(
         api, operator, indexed, db_url, control_plane, install, helm, proxy, tmp_path):
     other = f"{api.ns}-agents"[:63]
