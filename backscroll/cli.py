@@ -77,6 +77,14 @@ def cmd_migrate(args, settings: Settings) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse turns the ValueError into a usage error)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _register_from_env(settings: Settings, kind: str, name: str, variable: str) -> None:
     """`tokens register` and `migrate --register-status-token-env`: the secret is read from the
     environment (argv is visible to every process on the machine, and in a Pod's spec), stored as
@@ -680,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="embed new messages: drain the embedding outbox")
     p.add_argument("--once", action="store_true", help="drain what is due, then exit")
-    p.add_argument("--batch", type=int, help="jobs per transaction (default BACKSCROLL_WORKER_BATCH_SIZE)")
+    p.add_argument("--batch", type=_positive, help="jobs per transaction (default BACKSCROLL_WORKER_BATCH_SIZE)")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("backfill", help="embed every indexable message that has no vector of a model (resumable)")
@@ -746,7 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "statistics and the workspace itself (the operator's deletionPolicy: delete)")
     p.add_argument("slug")
     p.add_argument("--yes-erase-workspace-data", action="store_true", help="required: there is no undo")
-    p.add_argument("--batch", type=int, default=1000, help="rows per transaction (default 1000)")
+    p.add_argument("--batch", type=_positive, default=1000, help="rows per transaction (default 1000)")
     p.add_argument("--revoke-prefix", default=None,
                    help="first revoke every token under a declaration's prefix (the operator's SearchWorkspace "
                         "with deletionPolicy: delete), as `workspaces revoke-declared` does")
