@@ -695,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="the model (default and only allowed: BACKSCROLL_EMBEDDINGS_MODEL)")
     p.add_argument("--rate", type=float,
                    help="at most this many messages per second (default BACKSCROLL_BACKFILL_RATE)")
-    p.add_argument("--batch", type=int,
+    p.add_argument("--batch", type=_positive,
                    help="messages per request and transaction (default BACKSCROLL_BACKFILL_BATCH_SIZE)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_backfill)
