@@ -177,6 +177,7 @@ def test_a_searchworkspace_becomes_ready_and_its_tokens_work(api, operator, inde
         assert [t["name"] for t in status["tokenStatus"]] == ["slack-connector", "concierge"]
         assert all(t["registeredAt"] for t in status["tokenStatus"])
         table = kubectl("get", "searchworkspaces")
+        print(f"$ kubectl get searchworkspaces\n{table}")  # `pytest -s`: the walk-through's output
         assert table.split("\n")[0].split() == ["NAME", "INDEX", "SLUG", "TOKENS", "READY", "AGE"]
         assert table.split("\n")[1].split()[:5] == ["acme", "search", "acme", "2/2", "True"]
         reasons = [e["reason"] for e in api.events("acme") if e["involvedObject"]["kind"] == "SearchWorkspace"]
