@@ -351,7 +351,8 @@ def cmd_workspaces_apply(args, settings: Settings) -> int:
     import json
 
     from .access.auth import TokenKind
-    from .access.workspace_tokens import Declared, apply_workspace
+    from .access.workspace_tokens import Declared
+    from .ingest.workspaces import declare
 
     tokens = []
     if args.tokens_from_env:
@@ -368,7 +369,7 @@ def cmd_workspaces_apply(args, settings: Settings) -> int:
             tokens.append(Declared(item["name"], TokenKind(item["kind"]), secret,
                                    tuple(agents) if agents is not None else None))
     with _conn(settings) as conn:
-        applied = apply_workspace(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
+        applied = declare(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
         if applied.ts_config_change:
             from .search.maintenance import request_reindex
 

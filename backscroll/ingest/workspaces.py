@@ -12,9 +12,12 @@ from __future__ import annotations
 import psycopg
 from pydantic import ValidationError
 
+from dataclasses import dataclass
+
 from ..access.auth import INSTALLATION_KINDS, TokenKind, create_token, revoke_workspace_tokens
+from ..access.workspace_tokens import Declared, check_declaration, lock_declaration, register_declared
 from ..errors import BadRequest, Conflict, NotFound
-from .writes import ActorRef, ensure_actor
+from .writes import ActorRef, ensure_actor, ensure_agents
 
 # `rename`: the command line's `workspaces create` renames a workspace that exists; the API does not.
 INSERT_WORKSPACE = """
@@ -150,3 +153,44 @@ def for_token(conn: psycopg.Connection, scope: int | None, slug: str | None) -> 
     if ws["retired_at"] is not None:
         raise Conflict(f"workspace {ws['slug']!r} is retired: it takes no new token", code="workspace_retired")
     return ws["id"], ws["slug"]
+
+
+@dataclass
+class Applied:
+    workspace_id: int
+    lines: list[str]  # what was done, for the log: never a secret
+    ts_config_change: tuple[str, str] | None = None  # (current, declared) of an adopted workspace
+
+
+def declare(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str | None, prefix: str,
+            tokens: list[Declared]) -> Applied:
+    """A declared workspace (a SearchWorkspace's registration Job) made to match, in one
+    transaction: created, or adopted when the slug exists (renamed when `name` is given; a new text
+    search configuration is returned for the caller to request through the language path, which
+    rebuilds its documents), the agents its runtime tokens name (made when missing), and its tokens
+    (access.workspace_tokens: registered by name, the undeclared revoked)."""
+    check_declaration(prefix, tokens)
+    applied = Applied(0, [])
+    with conn.transaction():
+        lock_declaration(conn, prefix)
+        try:
+            ws = get(conn, None, slug)
+        except NotFound:
+            cfg = ts_config or "simple"
+            applied.workspace_id, _ = create(conn, slug, name or slug, cfg)
+            applied.lines.append(f"created workspace {slug} (id {applied.workspace_id}, {cfg})")
+        else:
+            if ws["retired_at"] is not None:
+                raise Conflict(f"workspace {slug!r} is retired: it takes no new token (a retired slug is never "
+                               "reused)", code="workspace_retired")
+            applied.workspace_id = ws["id"]
+            applied.lines.append(f"adopted workspace {slug} (id {ws['id']}): it exists already")
+            if name is not None and ws["name"] != name:  # None: the declaration leaves the name alone
+                create(conn, slug, name, ws["ts_config"], rename=True)
+                applied.lines.append(f"renamed workspace {slug}: {ws['name']!r} -> {name!r}")
+            if ts_config and ts_config != ws["ts_config"]:
+                applied.ts_config_change = (ws["ts_config"], ts_config)
+        agent_ids = {t.name: ensure_agents(conn, applied.workspace_id, list(t.agents))
+                     for t in tokens if t.kind is TokenKind.runtime and t.agents is not None}
+        applied.lines += register_declared(conn, applied.workspace_id, prefix, tokens, agent_ids)
+    return applied

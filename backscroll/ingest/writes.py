@@ -372,6 +372,13 @@ def _audience_params(audience: Audience | None, default_namespace: str, fallback
     }
 
 
+def ensure_agents(conn: psycopg.Connection, workspace_id: int, slugs: list[str]) -> list[int]:
+    """The agents of these slugs, each made (named after its slug) if it is not known yet; their
+    ids, sorted. A known agent keeps its name."""
+    return sorted(conn.execute(UPSERT_AGENT, {"workspace_id": workspace_id, "slug": slug, "name": slug,
+                                              "new_name": None}).fetchone()["id"] for slug in sorted(set(slugs)))
+
+
 def upsert_conversation(conn: psycopg.Connection, workspace_id: int, conv: ConversationIn) -> tuple[int, bool]:
     """Create or update a conversation keyed by (agent, connector, external id)."""
     agent_id = conn.execute(
