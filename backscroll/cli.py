@@ -396,6 +396,7 @@ def cmd_workspaces_revoke_declared(args, settings: Settings) -> int:
 
 
 def cmd_workspaces_erase(args, settings: Settings) -> int:
+    from .access.auth import revoke_workspace_tokens
     from .store.erase import erase_workspace
 
     if not args.yes_erase_workspace_data:
@@ -414,7 +415,7 @@ def cmd_workspaces_erase(args, settings: Settings) -> int:
             for line in revoked:
                 print(line)
             print(f"{len(revoked)} token(s) under {args.revoke_prefix!r} revoked")
-        done = erase_workspace(conn, args.slug, batch=args.batch, progress=print)
+        done = erase_workspace(conn, args.slug, revoke=revoke_workspace_tokens, batch=args.batch, progress=print)
     if not done.found:
         print(f"workspace {args.slug!r} does not exist: nothing to do")
         return 0

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg import sql
 
 log = logging.getLogger(__name__)
 
@@ -37,35 +38,36 @@ LOCK_TIMEOUT = "set local lock_timeout = '30s'"
 FOLD_LOCK = "select pg_advisory_xact_lock(hashtext('backscroll_fold_search_stats'))"
 
 FIND = "select id from workspaces where slug = %(slug)s"
-REVOKE = """
-update api_tokens set revoked_at = now() where workspace_id = %(ws)s and revoked_at is null returning id
-"""
+# FOR UPDATE waits for the writers that hold KEY SHARE on it (indexing a document) to finish.
+HOLD = "select 1 from workspaces where id = %(ws)s for update"
+AGENTS = "select id from agents where workspace_id = %(ws)s"
+DELETE_WORKSPACE = "delete from workspaces where id = %(ws)s"
+DELETE_RETIREMENT = "delete from workspace_retirements where workspace_id = %(ws)s"
+
+
+def _batch_of(table: str) -> sql.Composed:
+    """At most %(batch)s rows of `table` that belong to the workspace, deleted."""
+    return sql.SQL("delete from {t} where id = any(array(select id from {t} where workspace_id = %(ws)s "
+                   "order by id limit %(batch)s))").format(t=sql.Identifier(table))
+
 
 # (what, statement): each deletes at most %(batch)s rows of the workspace; repeated until none is left.
-BATCHES: list[tuple[str, str]] = [
-    ("messages", """
+BATCHES: list[tuple[str, sql.Composable]] = [
+    ("messages", sql.SQL("""
 delete from messages where id = any(array(
     select m.id from conversations c join messages m on m.conversation_id = c.id
-     where c.workspace_id = %(ws)s order by m.id limit %(batch)s))"""),
-    ("conversations", """
-delete from conversations where id = any(array(
-    select id from conversations where workspace_id = %(ws)s order by id limit %(batch)s))"""),
-    ("memories", """
-delete from memories where id = any(array(
-    select id from memories where workspace_id = %(ws)s order by id limit %(batch)s))"""),
-    ("actors", """
-delete from actors where id = any(array(
-    select id from actors where workspace_id = %(ws)s order by id limit %(batch)s))"""),
-    ("embedding usage rows", """
-delete from embedding_usage where id = any(array(
-    select id from embedding_usage where workspace_id = %(ws)s order by id limit %(batch)s))"""),
+     where c.workspace_id = %(ws)s order by m.id limit %(batch)s))""")),
+    *((what, _batch_of(table)) for what, table in (
+        ("conversations", "conversations"), ("memories", "memories"), ("actors", "actors"),
+        ("embedding usage rows", "embedding_usage"))),
 ]
 
 # Keyed by agent (and audience key), reached by no foreign key.
 AGENT_KEYED = [
-    "search_term_deltas", "search_doc_deltas", "embedding_coverage_deltas",
-    "search_term_stats", "search_doc_stats", "embedding_coverage_stats",
-    "search_audience_term_stats", "search_audience_doc_stats", "embedding_audience_coverage_stats",
+    sql.SQL("delete from {} where agent_id = any(%(agents)s)").format(sql.Identifier(table)) for table in (
+        "search_term_deltas", "search_doc_deltas", "embedding_coverage_deltas",
+        "search_term_stats", "search_doc_stats", "embedding_coverage_stats",
+        "search_audience_term_stats", "search_audience_doc_stats", "embedding_audience_coverage_stats")
 ]
 
 
@@ -80,10 +82,12 @@ class Erased:
         return self.workspace_id is not None
 
 
-def erase_workspace(conn: psycopg.Connection, slug: str, *, batch: int = BATCH,
-                    progress: Callable[[str], None] = lambda line: None) -> Erased:
+def erase_workspace(conn: psycopg.Connection, slug: str, *, revoke: Callable[[psycopg.Connection, int], list],
+                    batch: int = BATCH, progress: Callable[[str], None] = lambda line: None) -> Erased:
     """Erase workspace `slug` and everything of it. `conn` is in autocommit mode: each step is its own
-    transaction. Returns what was deleted; `found` is false when there is no such workspace."""
+    transaction. `revoke(conn, workspace_id)` revokes its live tokens (the access layer's, which
+    owns them; the ids revoked). Returns what was deleted; `found` is false when there is no such
+    workspace."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     row = conn.execute(FIND, {"slug": slug}).fetchone()
@@ -93,7 +97,7 @@ def erase_workspace(conn: psycopg.Connection, slug: str, *, batch: int = BATCH,
     erased = Erased(workspace_id=ws)
 
     with conn.transaction():
-        erased.tokens_revoked = len(conn.execute(REVOKE, {"ws": ws}).fetchall())
+        erased.tokens_revoked = len(revoke(conn, ws))
     progress(f"workspace {slug} (id {ws}): {erased.tokens_revoked} live token(s) revoked")
 
     for what, statement in BATCHES:
@@ -111,20 +115,17 @@ def erase_workspace(conn: psycopg.Connection, slug: str, *, batch: int = BATCH,
     with conn.transaction():
         conn.execute(LOCK_TIMEOUT)
         conn.execute(FOLD_LOCK)
-        # FOR UPDATE waits for the writers that hold KEY SHARE on it (indexing a document) to finish.
-        if conn.execute("select 1 from workspaces where id = %(ws)s for update", {"ws": ws}).fetchone() is None:
+        if conn.execute(HOLD, {"ws": ws}).fetchone() is None:
             progress(f"workspace {slug}: already gone")
             return erased
-        agents = [_value(r, "id") for r in conn.execute("select id from agents where workspace_id = %(ws)s",
-                                                         {"ws": ws})]
+        agents = [_value(r, "id") for r in conn.execute(AGENTS, {"ws": ws})]
         # Whatever was written between the batches and now goes with the row (its triggers append
         # deltas for these agents, deleted just below).
-        conn.execute("delete from workspaces where id = %(ws)s", {"ws": ws})
+        conn.execute(DELETE_WORKSPACE, {"ws": ws})
         keyed = 0
-        for table in AGENT_KEYED:
-            keyed += conn.execute(f"delete from {table} where agent_id = any(%(agents)s)",  # noqa: S608 (fixed names)
-                                  {"agents": agents}).rowcount
-        conn.execute("delete from workspace_retirements where workspace_id = %(ws)s", {"ws": ws})
+        for statement in AGENT_KEYED:
+            keyed += conn.execute(statement, {"agents": agents}).rowcount
+        conn.execute(DELETE_RETIREMENT, {"ws": ws})
         erased.deleted["statistics rows"] = keyed
     progress(f"workspace {slug}: deleted the workspace, its {len(agents)} agent(s) and {keyed} statistics row(s)")
     log.warning("erased workspace %s (id %d)", slug, ws)
