@@ -28,6 +28,7 @@ from .test_scenarios import condition, searchindex
 
 CRD = CHART / "crds" / "searchworkspaces.search.backscroll.dev.yaml"
 INGEST, RUNTIME = "acme-slack-ingest", "acme-runtime"
+ROOT = CHART.parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -135,11 +136,11 @@ def indexed(api, status_server, gate, workspace_crd):
     pods of every later Job: `indexed()` returns the gate once MigrationsApplied."""
     hold = gate("workspace")
 
-    def up():
-        status_server.reports["search"] = report("lexical")
-        api.create("searchindexes", searchindex(embeddings=False, pod={"nodeSelector": hold.selector}))
+    def up(name: str = "search"):
+        status_server.reports[name] = report("lexical")
+        api.create("searchindexes", searchindex(name, embeddings=False, pod={"nodeSelector": hold.selector}))
         hold.open()
-        eventually(lambda: condition(api, "search", "MigrationsApplied").get("status") == "True")
+        eventually(lambda: condition(api, name, "MigrationsApplied").get("status") == "True")
         hold.close()
         return hold
 
@@ -185,6 +186,24 @@ def test_a_searchworkspace_becomes_ready_and_its_tokens_work(api, operator, inde
         # Drift: a token Secret edited by hand is written back.
         api.patch("secrets", INGEST, {"data": {"token": base64.b64encode(b"bks_tampered").decode()}})
         eventually(lambda: token_of(api, INGEST) == ingest)
+
+
+def test_the_connector_sample_applied_with_kubectl_yields_a_working_token(api, operator, indexed, db_url, kubectl,
+                                                                         tmp_path):
+    """The walk-through in docs/operator.md, as a platform team runs it: `kubectl apply -f` of the
+    sample as it is in the repository, `kubectl wait`, the token read from its Secret, a request."""
+    sample = ROOT / "k8s/samples/searchworkspace-connector.yaml"
+    with operator():
+        hold = indexed("search-lexical")  # the index the sample names
+        print(f"$ kubectl apply -f {sample.relative_to(ROOT)}\n{kubectl('apply', '-f', str(sample))}")
+        output = play(api, pending_job(api, ws_.REGISTER), db_url, tmp_path)
+        assert "created workspace acme" in output and "registered ingest token" in output
+        complete(hold, api, pending_job(api, ws_.REGISTER))
+        print(kubectl("wait", "--for=condition=Ready", "searchworkspace/acme", "--timeout=120s"))
+        print(f"$ kubectl get searchworkspaces\n{kubectl('get', 'searchworkspaces')}")
+        token = token_of(api, INGEST)
+        assert works(db_url, ingest=token) == {"ingest": 201}
+        assert works(db_url, ingest="bks_" + "x" * 43) == {"ingest": 401}, "a token the API does not know"
 
 
 def test_deleting_a_token_secret_rotates_it(api, operator, indexed, db_url, kubectl, tmp_path):
