@@ -368,8 +368,13 @@ def cmd_workspaces_apply(args, settings: Settings) -> int:
             agents = item.get("agents")
             tokens.append(Declared(item["name"], TokenKind(item["kind"]), secret,
                                    tuple(agents) if agents is not None else None))
+    from .errors import BadRequest, Conflict, DeclarationRefused
+
     with _conn(settings) as conn:
-        applied = declare(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
+        try:
+            applied = declare(conn, args.slug, args.name, args.ts_config, args.prefix, tokens)
+        except (BadRequest, Conflict) as exc:
+            raise DeclarationRefused(exc.message) from None
         if applied.ts_config_change:
             from .search.maintenance import request_reindex
 
@@ -421,6 +426,18 @@ def cmd_workspaces_erase(args, settings: Settings) -> int:
         return 0
     print(f"workspace {args.slug} (id {done.workspace_id}) erased: "
           + ", ".join(f"{n} {what}" for what, n in done.deleted.items()))
+    return 0
+
+
+def cmd_workspaces_retire(args, settings: Settings) -> int:
+    """DELETE /v1/admin/workspaces/SLUG on the command line: its tokens revoked, no new one taken,
+    its data kept (erasing it is `workspaces erase`)."""
+    from .ingest import workspaces
+
+    with _conn(settings) as conn:
+        ws, revoked = workspaces.retire(conn, None, args.slug)
+    print(f"workspace {args.slug} retired at {ws['retired_at']:%Y-%m-%d %H:%M:%S %Z}: {len(revoked)} token(s) "
+          "revoked now; it takes no new token and its data is kept")
     return 0
 
 
@@ -761,6 +778,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first revoke every token under a declaration's prefix (the operator's SearchWorkspace "
                         "with deletionPolicy: delete), as `workspaces revoke-declared` does")
     p.set_defaults(func=cmd_workspaces_erase)
+    p = ws.add_parser("retire", help="revoke a workspace's tokens and refuse new ones; its data is kept "
+                                     "(as DELETE /v1/admin/workspaces/SLUG)")
+    p.add_argument("slug")
+    p.set_defaults(func=cmd_workspaces_retire)
     p = ws.add_parser("list", help="list workspaces")
     p.set_defaults(func=cmd_workspaces_list)
     p = ws.add_parser("language", help="show or change a workspace's text search configuration (rebuilt in the background)")

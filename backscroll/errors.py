@@ -98,3 +98,14 @@ class DatabaseOwnedElsewhere(BackscrollError):
     status = 409
     code = "database_owned_elsewhere"
     exit_code = 4
+
+
+class DeclarationRefused(BackscrollError):
+    """A declared workspace (`backscroll workspaces apply`, a SearchWorkspace's registration Job)
+    that no retry can apply: a retired slug, a secret of a revoked or another token, a malformed
+    declaration. Its own exit status, so that the operator fails the Job at once (podFailurePolicy,
+    operator/backscroll_operator/workspaces.py REFUSED_EXIT) instead of retrying it for minutes."""
+
+    status = 409
+    code = "declaration_refused"
+    exit_code = 5

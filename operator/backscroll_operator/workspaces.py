@@ -38,6 +38,10 @@ DELIVERED_ANNOTATION = f"{GROUP}/delivered"
 REGISTER = "workspace-register"
 REVOKE = "workspace-revoke"
 TOKENS_VARIABLE = "BACKSCROLL_WORKSPACE_TOKENS"
+# `backscroll workspaces apply`'s exit status for a declaration no retry can apply (a retired slug,
+# a revoked token's secret): backscroll.errors.DeclarationRefused.exit_code, which
+# tests/operator/test_workspace_crd.py holds equal. The Job fails at once on it.
+REFUSED_EXIT = 5
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -302,6 +306,10 @@ def _job(ws: Owner, index: SearchIndexSpec, name: str, component: str, args: lis
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
     job = builders._job(name, Owner(ws.name, ws.namespace, ws.uid), component, container, backoff_limit=6,
                         settings=builders.pod_settings(index.pod), **annotations)
+    job["spec"]["podFailurePolicy"] = {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "workspace", "operator": "In",
+                                              "values": [REFUSED_EXIT]}}]}
     job["metadata"]["labels"].update({WORKSPACE_LABEL: ws.name})
     job = _owned(job, ws)
     job["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = short_hash(job, 16)

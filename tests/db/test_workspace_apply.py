@@ -103,5 +103,5 @@ def test_a_declared_admin_token_is_scoped_to_its_workspace_and_a_retired_one_tak
     with psycopg.connect(cli_env, autocommit=True) as conn:
         conn.execute("insert into workspace_retirements (workspace_id) select id from workspaces where slug = 'acme'")
     monkeypatch.setenv("BACKSCROLL_TOKEN_0", secret())
-    assert main(["workspaces", "apply", "--slug", "acme", "--prefix", PREFIX, "--tokens-from-env"]) != 0
+    assert main(["workspaces", "apply", "--slug", "acme", "--prefix", PREFIX, "--tokens-from-env"]) == 5, "refused: no retry"
     assert "is retired" in capsys.readouterr().err

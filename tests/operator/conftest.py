@@ -509,15 +509,15 @@ def cnpg_cluster(api: Api, name: str, ready: bool) -> dict:
     return api.patch("clusters", name, {"status": status}, subresource="status")
 
 
-def fail_pod(api: Api, job: str, log: str) -> None:
-    """What a kubelet reports when the Job's (gated, Pending) pod ran and exited 1 with `log` as
-    the end of its output (terminationMessagePolicy: FallbackToLogsOnError)."""
+def fail_pod(api: Api, job: str, log: str, exit_code: int = 1) -> None:
+    """What a kubelet reports when the Job's (gated, Pending) pod ran and exited `exit_code` with
+    `log` as the end of its output (terminationMessagePolicy: FallbackToLogsOnError)."""
     pod = eventually(lambda: next(p for p in api.list("pods", f"batch.kubernetes.io/job-name={job}")
                                   if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")))
     container = pod["spec"]["containers"][0]
     api.patch("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "containerStatuses": [{
         "name": container["name"], "image": container["image"], "imageID": "", "ready": False, "restartCount": 0,
-        "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": log}}}]}}, subresource="status")
+        "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "message": log}}}]}}, subresource="status")
 
 
 @pytest.fixture(scope="session")

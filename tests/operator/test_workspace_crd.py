@@ -83,6 +83,21 @@ def test_the_registration_job_holds_no_secret_and_changes_with_them():
     assert workspaces.register_job(WS, spec, INDEX, dict(digests))["metadata"]["name"] == job["metadata"]["name"]
 
 
+def test_a_refused_declaration_fails_its_job_at_once():
+    """`workspaces apply` exits DeclarationRefused's status on what no retry mends; the Job's
+    podFailurePolicy fails on that status at once instead of retrying six times."""
+    from backscroll.errors import DeclarationRefused
+
+    assert workspaces.REFUSED_EXIT == DeclarationRefused.exit_code
+    spec = workspaces.parse({"indexRef": {"name": "search"}, "slug": "acme", "tokens": []})
+    job = workspaces.register_job(WS, spec, INDEX, {})
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": container["name"], "operator": "In",
+                                                 "values": [DeclarationRefused.exit_code]}} \
+        in job["spec"]["podFailurePolicy"]["rules"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
 def test_a_target_in_another_namespace_has_no_owner_reference():
     spec = workspaces.parse({"indexRef": {"name": "search"}, "slug": "acme", "tokens": [
         {"name": "conn", "kind": "ingest", "secret": {"name": "here"}},

@@ -23,7 +23,7 @@ from backscroll_operator import workspaces as ws_
 from tests.api.support import conversation_body
 from tests.world import bearer, client, open_world
 
-from .conftest import CHART, eventually, render_chart, report
+from .conftest import CHART, eventually, fail_pod, render_chart, report
 from .test_scenarios import condition, searchindex
 
 CRD = CHART / "crds" / "searchworkspaces.search.backscroll.dev.yaml"
@@ -66,9 +66,10 @@ def pending_job(api, component: str, exclude: set[str] = frozenset()) -> dict:
                                    if j["metadata"]["name"] not in exclude))
 
 
-def play(api, job: dict, db_url: str, tmp_path) -> str:
+def play(api, job: dict, db_url: str, tmp_path, exit_code: int = 0) -> str:
     """The Job's container command, run here as the kubelet would run it (its env resolved from the
-    Secrets it names), against the test's database. Returns its output, which holds no secret."""
+    Secrets it names), against the test's database; it must exit `exit_code`. Returns its output,
+    which holds no secret."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["backscroll"] and container["args"][0] == "workspaces"
     env, secrets = {k: v for k, v in os.environ.items() if not k.startswith("BACKSCROLL_")}, []
@@ -84,7 +85,7 @@ def play(api, job: dict, db_url: str, tmp_path) -> str:
                           capture_output=True, text=True, timeout=120)
     output = done.stdout + done.stderr
     print(output)
-    assert done.returncode == 0, output
+    assert done.returncode == exit_code, output
     assert not [s for s in secrets if s and s in output + json.dumps(job)], "a secret in the Job or its output"
     return output
 
@@ -204,6 +205,35 @@ def test_the_connector_sample_applied_with_kubectl_yields_a_working_token(api, o
         token = token_of(api, INGEST)
         assert works(db_url, ingest=token) == {"ingest": 201}
         assert works(db_url, ingest="bks_" + "x" * 43) == {"ingest": 401}, "a token the API does not know"
+
+
+def test_a_declaration_no_retry_can_apply_fails_at_once_with_its_reason(api, operator, indexed, db_url, kubectl,
+                                                                         tmp_path):
+    """A retired workspace's slug takes no new token: the Job's command says why and exits
+    DeclarationRefused's status, its podFailurePolicy fails the Job on the first pod, and the
+    SearchWorkspace says RegistrationFailed with that line."""
+    env = {**os.environ, "BACKSCROLL_DATABASE_URL": db_url}
+    for command in (["workspaces", "create", "acme"], ["workspaces", "retire", "acme"]):
+        done = subprocess.run([sys.executable, "-m", "backscroll.cli", *command], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    with operator():
+        hold = indexed()
+        api.create("searchworkspaces", workspace())
+        job = pending_job(api, ws_.REGISTER)
+        output = play(api, job, db_url, tmp_path, exit_code=workspaces_refused_exit())
+        assert "is retired" in output
+        fail_pod(api, job["metadata"]["name"], output, exit_code=workspaces_refused_exit())
+        cond = eventually(lambda: ready(api).get("reason") == "RegistrationFailed" and ready(api))
+        assert cond["status"] == "False" and "is retired" in cond["message"], cond
+        status = api.get("jobs", job["metadata"]["name"])["status"]
+        assert status.get("failed") == 1 and not status.get("active"), "failed on its first pod, no retry"
+        assert api.get("secrets", INGEST) is None, "nothing delivered"
+        assert "RegistrationFailed" in [e["reason"] for e in api.events("acme")]
+
+
+def workspaces_refused_exit() -> int:
+    return ws_.REFUSED_EXIT
 
 
 def test_deleting_a_token_secret_rotates_it(api, operator, indexed, db_url, kubectl, tmp_path):
