@@ -54,8 +54,11 @@ def test_helm_install_of_the_quickstart_to_ready(control_plane, helm, namespace,
         assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
+    # A tenant declared in the values, as docs/operator.md "Tenants as code" shows it.
+    tenant = [{"name": "acme", "spec": {"slug": "acme", "tokens": [
+        {"name": "slack-connector", "kind": "ingest", "secret": {"name": "acme-slack-ingest"}}]}}]
     helm_run("install", release, str(CHART), "-n", namespace, "-f", str(CHART / "examples/quickstart.yaml"),
-             "--set", "operator.replicas=1")
+             "--set", "operator.replicas=1", "--set-json", f"workspaces={json.dumps(tenant)}")
     try:
         status_server.reports["search"] = report("lexical")
         manifest = [d for d in yaml.safe_load_all(helm_run("get", "manifest", release, "-n", namespace)) if d]
@@ -75,6 +78,14 @@ def test_helm_install_of_the_quickstart_to_ready(control_plane, helm, namespace,
             assert out.strip() == "searchindex.search.backscroll.dev/search condition met"
             # With its own status token, registered by its Job: no manual step.
             assert kubectl("get", "secret", "search-status-token", "-o", "name").strip() == "secret/search-status-token"
+            # The tenant the release declared, to Ready under the install's RBAC: its registration Job
+            # made, its token Secret written (KWOK's placeholder pod completes the Job without running
+            # the command; test_workspaces.py runs it against a real database and uses the tokens).
+            out = kubectl("wait", "--for=condition=Ready", "searchworkspace/acme", "--timeout=120s", timeout=140)
+            assert out.strip() == "searchworkspace.search.backscroll.dev/acme condition met"
+            assert kubectl("get", "searchworkspace/acme", "-o", "jsonpath={.spec.indexRef.name}") == "search"
+            assert kubectl("get", "jobs", "-l", "app.kubernetes.io/component=workspace-register", "-o", "name")
+            assert kubectl("get", "secret", "acme-slack-ingest", "-o", "name").strip() == "secret/acme-slack-ingest"
     finally:
         helm_run("uninstall", release, "-n", namespace, "--wait=false")
 
