@@ -78,7 +78,10 @@ def test_helm_uninstall_purges_a_delete_policy_index_before_the_operator_goes(
     values.write_text(yaml.safe_dump({
         "operator": {"replicas": 1, "nodeSelector": hold.selector},
         "searchIndex": {"enabled": True, "uninstallTimeoutSeconds": 60,
-                        "spec": {"deletionPolicy": "delete", "database": {"secretRef": {"name": "db"}}}}}))
+                        "spec": {"deletionPolicy": "delete", "database": {"secretRef": {"name": "db"}}}},
+        # A tenant of the release: its tokens are revoked (a Job of the operator) before the index goes.
+        "workspaces": [{"name": "acme", "spec": {"slug": "acme", "tokens": [
+            {"name": "connector", "kind": "ingest", "secret": {"name": "acme-ingest"}}]}}]}))
     helm_env = {**os.environ, "HELM_CACHE_HOME": str(tmp_path / "helm/cache"),
                 "HELM_CONFIG_HOME": str(tmp_path / "helm/config"), "HELM_DATA_HOME": str(tmp_path / "helm/data")}
     helm_args = [helm, f"--kubeconfig={cp.kubeconfig}"]
@@ -103,6 +106,11 @@ def test_helm_uninstall_purges_a_delete_policy_index_before_the_operator_goes(
             print(played.stdout, played.stderr)
             assert played.returncode == 0, played.stdout + played.stderr
             assert f"searchindex {namespace}/search is gone" in played.stdout
+            # The workspace first, while its index was there: gone through its finalizer (the revoke Job).
+            said = played.stdout
+            assert said.index(f"searchworkspace {namespace}/acme is gone") < said.index(f"searchindex {namespace}/search deleted")
+            assert "search.backscroll.dev/revoke-tokens" in said
+            assert api.get("searchworkspaces", "acme") is None
             # It held the purge finalizer when the hook deleted it: the operator, still installed, cleared it.
             assert PURGE_FINALIZER in played.stdout
         hold.open()  # the hook's pod completes, and Helm deletes the rest
