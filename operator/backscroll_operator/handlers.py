@@ -20,7 +20,6 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from datetime import UTC, datetime
 
 import httpx
 import kopf
@@ -30,6 +29,7 @@ from . import status as derive
 from .bookkeeping import ReplicaDiffBase, ReplicaProgress
 from .config import OperatorConfig
 from .deletion import finalize, sync_finalizer
+from .events import now, post_event
 from .kube import Kube, KubeError, NoCredentials, NotFound, bearer, configuration
 from .leader import Leader, own_namespace
 from .metrics import Metrics, Server
@@ -50,34 +50,12 @@ CHILD_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
 log = logging.getLogger(__name__)
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _plain(value) -> dict:
     return json.loads(json.dumps(value or {}))
 
 
 def _registered(old: dict) -> dict[str, int]:
     return {m["model"]: m["dimensions"] for m in old.get("models") or [] if "dimensions" in m}
-
-
-def post_event(kube: Kube, body: dict, type_: str, reason: str, message: str) -> None:
-    """A core v1 Event about the SearchIndex (what `kubectl describe` lists)."""
-    meta = body["metadata"]
-    now = _now()
-    try:
-        kube.create("events", meta["namespace"], {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta["uid"],
-                               "resourceVersion": meta.get("resourceVersion")},
-            "type": type_, "reason": reason, "message": message[:1024],
-            "source": {"component": MANAGED_BY}, "reportingComponent": MANAGED_BY,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
-    except KubeError as exc:  # an Event is news, not state: a lost one must not fail the pass
-        log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
 
 
 class Passes:
@@ -181,7 +159,7 @@ class Passes:
                 # Without the dimensions check: a spec that became invalid must not block its deletion.
                 failure = finalize(self.kube, owner, body, parse(_plain(body.get("spec"))))
                 if failure is not None:
-                    self._publish(body, old, derive.failed(old, generation, *failure, _now()))
+                    self._publish(body, old, derive.failed(old, generation, *failure, now()))
                 return "deleting"
             self._say_unknown(_plain(body.get("spec")))
             spec = parse(_plain(body.get("spec")), registered=_registered(old))
@@ -189,12 +167,12 @@ class Passes:
             outcome = converge(self.kube, owner, spec, self.config, remembered=old.get("rollout"),
                                migration=old.get("migration"))
         except SpecError as exc:
-            self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), _now()))
+            self._publish(body, old, derive.failed(old, generation, "InvalidSpec", str(exc), now()))
             if final:
                 raise kopf.PermanentError(f"invalid spec: {exc}") from None
             return "invalid_spec"
         except Blocked as exc:
-            self._publish(body, old, derive.failed(old, generation, exc.reason, str(exc), _now()))
+            self._publish(body, old, derive.failed(old, generation, exc.reason, str(exc), now()))
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
             return "blocked"
@@ -204,7 +182,7 @@ class Passes:
             if final:
                 raise kopf.TemporaryError(str(exc), delay=self.config.retry_delay_s) from None
             return "error"
-        self._publish(body, old, derive.derive(spec, outcome.facts, generation, old, _now(), outcome.plan))
+        self._publish(body, old, derive.derive(spec, outcome.facts, generation, old, now(), outcome.plan))
 
     def _say_unknown(self, spec: dict) -> None:
         for path in unknown_fields(spec):

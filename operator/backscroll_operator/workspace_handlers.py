@@ -12,22 +12,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from datetime import UTC, datetime
 
 import httpx
 import kopf
 
 from . import workspaces as ws_
+from .events import now, post_event
 from .kube import KubeError, NotFound
-from .names import GROUP, MANAGED_BY, VERSION
+from .names import GROUP, VERSION
 from .workspace_reconcile import Result, reconcile
 
 log = logging.getLogger(__name__)
 RESOURCE = (GROUP, VERSION, ws_.PLURAL)
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class WorkspacePasses:
@@ -63,7 +59,7 @@ class WorkspacePasses:
         changed = (prior.get("status"), prior.get("reason")) != (status, result.reason)
         ready = {"type": "Ready", "status": status, "reason": result.reason, "message": result.message[:1024],
                  "observedGeneration": meta.get("generation"),
-                 "lastTransitionTime": _now() if changed else prior.get("lastTransitionTime", _now())}
+                 "lastTransitionTime": now() if changed else prior.get("lastTransitionTime", now())}
         new = {"observedGeneration": meta.get("generation"), **result.fields, "conditions": [ready]}
         if {k: old.get(k) for k in new} != new:
             try:
@@ -74,19 +70,7 @@ class WorkspacePasses:
             self.event(body, "Normal" if result.ready else "Warning", result.reason, result.message)
 
     def event(self, body: dict, type_: str, reason: str, message: str) -> None:
-        meta, now = body["metadata"], _now()
-        try:
-            self.kube.create("events", meta["namespace"], {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": ws_.KIND, "name": meta["name"],
-                                   "namespace": meta["namespace"], "uid": meta["uid"],
-                                   "resourceVersion": meta.get("resourceVersion")},
-                "type": type_, "reason": reason, "message": message[:1024],
-                "source": {"component": MANAGED_BY}, "reportingComponent": MANAGED_BY,
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1})
-        except KubeError as exc:
-            log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+        post_event(self.kube, body, type_, reason, message)
 
     def resync(self, stop: threading.Event, namespaces: list[str]) -> None:
         while not stop.wait(self.passes.config.interval_s):
