@@ -33,7 +33,7 @@ from .events import now, post_event
 from .kube import Kube, KubeError, NoCredentials, NotFound, bearer, configuration
 from .leader import Leader, own_namespace
 from .metrics import Metrics, Server
-from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner
+from .names import GROUP, KIND, MANAGED_BY, PLURAL, VERSION, Owner, controller_of
 from .reconcile import Blocked, converge
 from .spec import SpecError, parse, unknown_fields
 from .workspace_handlers import register as register_workspaces
@@ -215,13 +215,6 @@ class Passes:
                     log.exception("resync pass for %s failed", body["metadata"]["name"])
 
 
-def _owner_name(body) -> str | None:
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == KIND and ref.get("controller") and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
-            return ref.get("name")
-    return None
-
-
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces: list[str] | None = None,
              version: str = __version__) -> Passes:
     passes = Passes(config, version)
@@ -309,7 +302,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, namespaces
         @kopf.on.event(group, version, plural, id=f"child-{plural}", registry=registry,
                        labels={"app.kubernetes.io/managed-by": MANAGED_BY})
         def child(body, **_):
-            owner = _owner_name(body)
+            owner = controller_of(body, KIND)
             if owner is not None:
                 passes.request(body["metadata"]["namespace"], owner, "child")
 

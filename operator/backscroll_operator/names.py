@@ -56,6 +56,14 @@ class Owner:
                 "controller": True, "blockOwnerDeletion": True}
 
 
+def controller_of(body, kind: str) -> str | None:
+    """The name of the object of `kind` (in the operator's group) that controls `body`, if any."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == kind and ref.get("controller") and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
+            return ref.get("name")
+    return None
+
+
 def short_hash(value, length: int = 8) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:length]

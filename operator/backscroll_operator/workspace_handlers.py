@@ -19,7 +19,7 @@ import kopf
 from . import workspaces as ws_
 from .events import now, post_event
 from .kube import KubeError, NotFound
-from .names import GROUP, VERSION
+from .names import GROUP, VERSION, controller_of
 from .workspace_reconcile import Result, reconcile
 
 log = logging.getLogger(__name__)
@@ -90,13 +90,6 @@ class WorkspacePasses:
                     log.exception("resync pass for searchworkspace %s failed", body["metadata"]["name"])
 
 
-def _workspace_of(body) -> str | None:
-    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == ws_.KIND and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
-            return ref.get("name")
-    return None
-
-
 def register(registry: kopf.OperatorRegistry, passes, namespaces: list[str] | None = None) -> WorkspacePasses:
     wp = WorkspacePasses(passes)
     stop = threading.Event()
@@ -124,7 +117,7 @@ def register(registry: kopf.OperatorRegistry, passes, namespaces: list[str] | No
     @kopf.on.event("batch", "v1", "jobs", id="workspace-jobs", registry=registry,
                    labels={ws_.WORKSPACE_LABEL: kopf.PRESENT})
     def job(body, **_):
-        name = _workspace_of(body)
+        name = controller_of(body, ws_.KIND)
         if name is not None:
             wp.request(body["metadata"]["namespace"], name)
 
