@@ -1,21 +1,31 @@
-"""Every setting Backscroll reads, declared once with its help text.
+"""Every setting Backscroll reads, declared once with its help text, grouped by concern.
 
-Each field is read from the environment as ``BACKSCROLL_<NAME>`` (or a ``.env`` file).
-``backscroll settings`` prints them all with their current values (secrets masked).
+Each field is read from the environment as ``BACKSCROLL_<NAME>`` (or a ``.env`` file): a group
+is a settings class of its own with that one prefix, so the variables kept their names when the
+fields moved into groups, and a value a group refuses is reported under its variable's name.
+Code is handed the group it needs (``settings.search.hybrid_exact_max_rows``), never a name to
+look up. ``backscroll settings`` prints them all, by group, with their current values (secrets
+masked).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import Literal
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+ENV_FILE = ".env"
+ENV = SettingsConfigDict(env_prefix="BACKSCROLL_", env_file=ENV_FILE, extra="ignore")
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="BACKSCROLL_", env_file=".env", extra="ignore")
+
+class DatabaseSettings(BaseSettings):
+    """Where the database is, how connections to it are made, and whose it is."""
+
+    model_config = ENV
 
     database_url: SecretStr | None = Field(
         default=None,
@@ -41,20 +51,10 @@ class Settings(BaseSettings):
         description="How long the embedded PostgreSQL may take to start before it counts as failed: a "
                     "loaded machine can take minutes (the library's own wait is 10 s).",
     )
-    host: str = Field(default="127.0.0.1", description="Address the API binds to.")
-    port: int = Field(default=8080, ge=1, le=65535, description="Port the API listens on.")
     pool_min_size: int = Field(default=1, ge=0, description="Connections each API process keeps open.")
     pool_max_size: int = Field(
         default=10, ge=1,
         description="Most connections each API process opens (`backscroll serve` opens up to workers x this).")
-    api_workers: int = Field(
-        default=0, ge=0, le=64,
-        description=(
-            "Processes `backscroll serve` runs, each with its own connection pools and maintenance "
-            "thread (search is CPU-bound: one process uses one core). 0: one per CPU this process may "
-            "use (its CPU affinity and cgroup quota). /metrics adds up every process's counts; the "
-            "operator runs 1 per pod and scales pods."),
-    )
     query_parallel_workers: int = Field(
         default=0, ge=0, le=8,
         description=(
@@ -62,6 +62,52 @@ class Settings(BaseSettings):
             "none. A search is short and the server answers many at once: starting workers cost more "
             "than they saved (at 1M messages a reader's own conversations took 23 ms with 2, 16 without) "
             "and take cores from the other requests."),
+    )
+    statement_timeout_ms: int = Field(
+        default=5000,
+        ge=100,
+        description="Longest a single API query may run before PostgreSQL cancels it (503).",
+    )
+    database_retry_max_s: float = Field(
+        default=30.0, gt=0,
+        description="Longest wait between attempts to reach the database again after it went away "
+                    "(a restart, a failover), for the worker and the backfill: the first wait is 0.5 s, "
+                    "each next one twice as long.",
+    )
+    schema_wait_s: float = Field(
+        default=900.0, ge=0,
+        description=(
+            "How long `backscroll worker` and `backscroll backfill` wait, at start, for the database to answer, "
+            "every migration of this build to be applied and the model to be registered (the migration Job "
+            "may still be running), and `backscroll migrate` for the database to answer and the extensions "
+            "it may not create to exist, before they exit with the reason. 0: do not wait."),
+    )
+    owner_uid: str | None = Field(
+        default=None,
+        description=(
+            "The uid of the SearchIndex this database belongs to (the operator sets it on its migration, purge "
+            "and prune Jobs): `migrate` records it on an unclaimed database, and `migrate`, `purge` and `models "
+            "drop` refuse (exit 4) a database another uid claimed. Unset: no claim, no check."),
+    )
+    owner_name: str | None = Field(
+        default=None, description="NAMESPACE/NAME of that SearchIndex, recorded beside the uid for the messages."
+    )
+
+
+class ApiSettings(BaseSettings):
+    """The HTTP API's processes: where they listen, how many, how requests are retried and bounded."""
+
+    model_config = ENV
+
+    host: str = Field(default="127.0.0.1", description="Address the API binds to.")
+    port: int = Field(default=8080, ge=1, le=65535, description="Port the API listens on.")
+    api_workers: int = Field(
+        default=0, ge=0, le=64,
+        description=(
+            "Processes `backscroll serve` runs, each with its own connection pools and maintenance "
+            "thread (search is CPU-bound: one process uses one core). 0: one per CPU this process may "
+            "use (its CPU affinity and cgroup quota). /metrics adds up every process's counts; the "
+            "operator runs 1 per pod and scales pods."),
     )
     request_retries: int = Field(
         default=3, ge=0, le=10,
@@ -78,37 +124,43 @@ class Settings(BaseSettings):
             "answers 503 `busy` at once, before a byte of it is read, rather than queueing uploads "
             "behind slow ones: the client retries, or a load balancer sends it to another process."),
     )
-    statement_timeout_ms: int = Field(
-        default=5000,
-        ge=100,
-        description="Longest a single API query may run before PostgreSQL cancels it (503).",
-    )
-    text_search_config: str = Field(
-        default="multilingual", pattern=r"^[a-z_][a-z0-9_.]{0,126}$",
+    log_level: str = Field(default="info", description="Log level: debug, info, warning, error.")
+
+
+class AccessSettings(BaseSettings):
+    """The root secret keys are derived from (cursor signatures, audit digests)."""
+
+    model_config = ENV
+
+    master_key: SecretStr | None = Field(
+        default=None,
         description=(
-            "Text search configuration of workspaces created without --ts-config: `multilingual` (the "
-            "words as written plus the stems of each message's own detected language), `simple` (the "
-            "words as written, no stemming) or one PostgreSQL ships, pinned for every message "
-            "(english, french, german, ...). The SearchIndex's spec.textSearchConfig sets it."),
+            "Secret from which keys are derived (cursor signatures, audit digests). "
+            "Unset: an installation key generated at migration time is used."
+        ),
     )
-    search_languages: str = Field(
-        default="", pattern=r"^[a-z, ]*$",
+
+
+class IngestSettings(BaseSettings):
+    """What every write path accepts."""
+
+    model_config = ENV
+
+    body_max_chars: int = Field(
+        default=1_000_000, ge=1,
         description=(
-            "Languages, comma-separated ISO 639-1 codes (en,fr,de), the detector may assign a message, for the "
-            "`multilingual` configuration; a query word is also read through each one's stemmer. "
-            "Empty: every language the detector knows and this PostgreSQL can stem (backscroll "
-            "languages lists them)."),
+            "Longest body any write accepts, in characters: a message appended, imported or grown by a "
+            "streamed append, an agent's reply, a memory. Longer answers 400 `body_too_long` (an import "
+            "line, rejected with that code)."),
     )
-    language_min_confidence: float = Field(
-        default=0.5, ge=0, le=1,
-        description=(
-            "Least confidence (0-1) at which a message's detected language is kept; below it the "
-            "message is indexed by its words alone (too short to tell: 'ok', 'thanks!')."),
-    )
-    language_batch_size: int = Field(
-        default=2000, ge=1,
-        description="Messages whose language the maintenance thread detects per transaction (messages written without it).",
-    )
+
+
+class SearchSettings(BaseSettings):
+    """Both searches: lexical ranking, pages and excerpts, hybrid fusion, vector candidates, and the
+    maintenance that keeps their statistics and documents current."""
+
+    model_config = ENV
+
     search_ranking: Literal["bm25", "ts_rank_cd"] = Field(
         default="bm25",
         description=(
@@ -142,15 +194,6 @@ class Settings(BaseSettings):
             "Most messages scored per search: candidates come from the query's rarest terms first, "
             "the most recent when one term alone matches more. 0 scores every match (exhaustive)."),
     )
-    maintenance_interval_s: float = Field(
-        default=5.0, gt=0,
-        description=(
-            "How often the API folds pending BM25 statistics and advances a workspace's background "
-            "reindex (after a change of its text search configuration)."),
-    )
-    reindex_batch_size: int = Field(
-        default=2000, ge=1, description="Documents rebuilt per transaction by a background reindex."
-    )
     page_limit_default: int = Field(
         default=20, ge=1, description="Sessions per page when a request names no limit."
     )
@@ -165,21 +208,97 @@ class Settings(BaseSettings):
     excerpt_words: int = Field(
         default=24, ge=4, le=200, description="Most words in a content hit's excerpt."
     )
-    body_max_chars: int = Field(
-        default=1_000_000, ge=1,
+    hybrid_min_match_share: float = Field(
+        default=0.25, ge=0, le=1,
         description=(
-            "Longest body any write accepts, in characters: a message appended, imported or grown by a "
-            "streamed append, an agent's reply, a memory. Longer answers 400 `body_too_long` (an import "
-            "line, rejected with that code)."),
+            "Hybrid search, queries of 3 words or more: a message enters search_history's lexical "
+            "list fused with the vector list, and a conversation session search's, only when it "
+            "holds this share of the query's content words (its language's function words are left "
+            "out under `multilingual`), each weighted by its idf; 0 fuses every lexical match."),
     )
-    master_key: SecretStr | None = Field(
-        default=None,
+    hybrid_lexical_weight: float = Field(
+        default=1.0, gt=0, le=10,
         description=(
-            "Secret from which keys are derived (cursor signatures, audit digests). "
-            "Unset: an installation key generated at migration time is used."
+            "Reciprocal rank fusion: what the lexical list's rank counts for against the vector "
+            "list's (1): weight / (60 + rank) + 1 / (60 + vector rank)."),
+    )
+    hybrid_exact_max_rows: int = Field(
+        default=10_000, ge=0,
+        description=(
+            "Agents with at most this many indexed messages get exact vector search (through the "
+            "agent's btree, recall 1.0); larger perspectives use the model's HNSW index with "
+            "pgvector's iterative scan."
         ),
     )
-    log_level: str = Field(default="info", description="Log level: debug, info, warning, error.")
+    hybrid_public_max_rows: int = Field(
+        default=20_000, ge=0,
+        description=(
+            "search_history into a public destination, from a larger perspective: when the agent's "
+            "conversations hold at most this many public messages (of any role or state) their vectors "
+            "are ranked exactly (recall 1.0; only public messages can be eligible there); more, and "
+            "the HNSW index is walked instead."
+        ),
+    )
+    hnsw_ef_search: int = Field(
+        default=200, ge=1, le=1000,
+        description="pgvector hnsw.ef_search for vector candidates: larger finds more, slower (at 300,000 "
+                    "messages 200 keeps HNSW recall@10 at 0.95 or more under the filter, for no measurable cost).",
+    )
+    hnsw_max_scan_tuples: int = Field(
+        default=20000, ge=1,
+        description=(
+            "pgvector hnsw.max_scan_tuples: how far an iterative index scan walks for rows that pass "
+            "the filters."
+        ),
+    )
+    maintenance_interval_s: float = Field(
+        default=5.0, gt=0,
+        description=(
+            "How often the API folds pending BM25 statistics and advances a workspace's background "
+            "reindex (after a change of its text search configuration)."),
+    )
+    reindex_batch_size: int = Field(
+        default=2000, ge=1, description="Documents rebuilt per transaction by a background reindex."
+    )
+
+
+class LanguageSettings(BaseSettings):
+    """Text search configurations and the detection of each message's language."""
+
+    model_config = ENV
+
+    text_search_config: str = Field(
+        default="multilingual", pattern=r"^[a-z_][a-z0-9_.]{0,126}$",
+        description=(
+            "Text search configuration of workspaces created without --ts-config: `multilingual` (the "
+            "words as written plus the stems of each message's own detected language), `simple` (the "
+            "words as written, no stemming) or one PostgreSQL ships, pinned for every message "
+            "(english, french, german, ...). The SearchIndex's spec.textSearchConfig sets it."),
+    )
+    search_languages: str = Field(
+        default="", pattern=r"^[a-z, ]*$",
+        description=(
+            "Languages, comma-separated ISO 639-1 codes (en,fr,de), the detector may assign a message, for the "
+            "`multilingual` configuration; a query word is also read through each one's stemmer. "
+            "Empty: every language the detector knows and this PostgreSQL can stem (backscroll "
+            "languages lists them)."),
+    )
+    language_min_confidence: float = Field(
+        default=0.5, ge=0, le=1,
+        description=(
+            "Least confidence (0-1) at which a message's detected language is kept; below it the "
+            "message is indexed by its words alone (too short to tell: 'ok', 'thanks!')."),
+    )
+    language_batch_size: int = Field(
+        default=2000, ge=1,
+        description="Messages whose language the maintenance thread detects per transaction (messages written without it).",
+    )
+
+
+class EmbeddingsSettings(BaseSettings):
+    """Semantic search: the embeddings server, its models and how it is called."""
+
+    model_config = ENV
 
     # Semantic search. Unset `embeddings_model` means off: nothing is embedded or attempted.
     embeddings_model: str | None = Field(
@@ -273,6 +392,17 @@ class Settings(BaseSettings):
         default=2000, ge=16,
         description="Characters of a message that are embedded (the start of the body); the rest is lexical only.",
     )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.embeddings_model)
+
+
+class WorkerSettings(BaseSettings):
+    """`backscroll worker`: the embedding outbox, its retries, health endpoint and metrics."""
+
+    model_config = ENV
+
     worker_batch_size: int = Field(
         default=32, ge=1, le=2048, description="Outbox jobs `backscroll worker` claims per transaction."
     )
@@ -288,12 +418,6 @@ class Settings(BaseSettings):
     )
     worker_poll_s: float = Field(
         default=1.0, gt=0, description="How long an idle worker waits before looking for jobs again."
-    )
-    database_retry_max_s: float = Field(
-        default=30.0, gt=0,
-        description="Longest wait between attempts to reach the database again after it went away "
-                    "(a restart, a failover), for the worker and the backfill: the first wait is 0.5 s, "
-                    "each next one twice as long.",
     )
     worker_health_port: int = Field(
         default=0, ge=0, le=65535,
@@ -320,24 +444,6 @@ class Settings(BaseSettings):
             "backscroll_worker_outbox_jobs, backscroll_worker_outbox_oldest_due_seconds); one query of the "
             "outbox each time, from the worker's loop."),
     )
-    owner_uid: str | None = Field(
-        default=None,
-        description=(
-            "The uid of the SearchIndex this database belongs to (the operator sets it on its migration, purge "
-            "and prune Jobs): `migrate` records it on an unclaimed database, and `migrate`, `purge` and `models "
-            "drop` refuse (exit 4) a database another uid claimed. Unset: no claim, no check."),
-    )
-    owner_name: str | None = Field(
-        default=None, description="NAMESPACE/NAME of that SearchIndex, recorded beside the uid for the messages."
-    )
-    schema_wait_s: float = Field(
-        default=900.0, ge=0,
-        description=(
-            "How long `backscroll worker` and `backscroll backfill` wait, at start, for the database to answer, "
-            "every migration of this build to be applied and the model to be registered (the migration Job "
-            "may still be running), and `backscroll migrate` for the database to answer and the extensions "
-            "it may not create to exist, before they exit with the reason. 0: do not wait."),
-    )
     worker_max_attempts: int = Field(
         default=5, ge=1, description="Failed attempts after which a message's job is parked with its error."
     )
@@ -347,6 +453,13 @@ class Settings(BaseSettings):
     worker_backoff_max_s: float = Field(
         default=3600.0, ge=0, description="Longest delay between attempts of one job."
     )
+
+
+class BackfillSettings(BaseSettings):
+    """`backscroll backfill`: embedding the messages written before a model was registered."""
+
+    model_config = ENV
+
     backfill_rate: float = Field(
         default=0.0, ge=0,
         description="Messages per second `backscroll backfill` embeds at most (0: as fast as the server answers).",
@@ -354,58 +467,79 @@ class Settings(BaseSettings):
     backfill_batch_size: int = Field(
         default=32, ge=1, le=2048, description="Messages per backfill request and transaction."
     )
-    hnsw_ef_search: int = Field(
-        default=200, ge=1, le=1000,
-        description="pgvector hnsw.ef_search for vector candidates: larger finds more, slower (at 300,000 "
-                    "messages 200 keeps HNSW recall@10 at 0.95 or more under the filter, for no measurable cost).",
-    )
-    hnsw_max_scan_tuples: int = Field(
-        default=20000, ge=1,
-        description=(
-            "pgvector hnsw.max_scan_tuples: how far an iterative index scan walks for rows that pass "
-            "the filters."
-        ),
-    )
-    hybrid_min_match_share: float = Field(
-        default=0.25, ge=0, le=1,
-        description=(
-            "Hybrid search, queries of 3 words or more: a message enters search_history's lexical "
-            "list fused with the vector list, and a conversation session search's, only when it "
-            "holds this share of the query's content words (its language's function words are left "
-            "out under `multilingual`), each weighted by its idf; 0 fuses every lexical match."),
-    )
-    hybrid_lexical_weight: float = Field(
-        default=1.0, gt=0, le=10,
-        description=(
-            "Reciprocal rank fusion: what the lexical list's rank counts for against the vector "
-            "list's (1): weight / (60 + rank) + 1 / (60 + vector rank)."),
-    )
-    hybrid_exact_max_rows: int = Field(
-        default=10_000, ge=0,
-        description=(
-            "Agents with at most this many indexed messages get exact vector search (through the "
-            "agent's btree, recall 1.0); larger perspectives use the model's HNSW index with "
-            "pgvector's iterative scan."
-        ),
-    )
-    hybrid_public_max_rows: int = Field(
-        default=20_000, ge=0,
-        description=(
-            "search_history into a public destination, from a larger perspective: when the agent's "
-            "conversations hold at most this many public messages (of any role or state) their vectors "
-            "are ranked exactly (recall 1.0; only public messages can be eligible there); more, and "
-            "the HNSW index is walked instead."
-        ),
-    )
 
-    @property
-    def embeddings_enabled(self) -> bool:
-        return bool(self.embeddings_model)
+
+class Settings(BaseModel):
+    """Every group. A group not given is read from the environment and ``_env_file`` (``None``:
+    the environment alone), as a single settings class would be."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    language: LanguageSettings = Field(default_factory=LanguageSettings)
+    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
+
+    def __init__(self, _env_file: str | Path | None = ENV_FILE, **given: Any) -> None:
+        given = _shim_flat_arguments(given, _env_file)
+        groups = {name: given.pop(name) if name in given else field.annotation(_env_file=_env_file)
+                  for name, field in type(self).model_fields.items()}
+        super().__init__(**groups, **given)
+
+    # -- temporary, while call sites move to the groups (issue 33): flat names forwarded --------
+    def __getattr__(self, name: str) -> Any:
+        if name == "embeddings_enabled":
+            return self.embeddings.enabled
+        group = _GROUP_OF.get(name)
+        if group is not None:
+            return getattr(getattr(self, group), name)
+        return super().__getattr__(name)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Settings:
+        update = dict(update or {})
+        flat = {name: update.pop(name) for name in list(update) if name in _GROUP_OF}
+        for name, value in flat.items():
+            group = _GROUP_OF[name]
+            current = update.get(group, getattr(self, group))
+            update[group] = current.model_copy(update={name: value})
+        return super().model_copy(update=update or None, deep=deep)
+
+
+_GROUP_OF = {name: group for group, field in Settings.model_fields.items() for name in field.annotation.model_fields}
+
+
+def _shim_flat_arguments(given: dict[str, Any], env_file: str | Path | None) -> dict[str, Any]:
+    flat: dict[str, dict[str, Any]] = {}
+    for name in [n for n in given if n in _GROUP_OF]:
+        flat.setdefault(_GROUP_OF[name], {})[name] = given.pop(name)
+    for group, values in flat.items():
+        given[group] = Settings.model_fields[group].annotation(_env_file=env_file, **values)
+    return given
 
 
 def setting(settings: Settings | None, name: str):
     """A setting's value, or its declared default when a caller has no settings."""
-    return getattr(settings, name) if settings is not None else Settings.model_fields[name].default
+    if settings is not None:
+        return getattr(settings, name)
+    return getattr(Settings.model_fields[_GROUP_OF[name]].annotation.model_construct(), name)
+# -- end of the temporary forwarding ------------------------------------------------------------
+
+
+def explain(settings: Settings) -> Iterator[str]:
+    """`backscroll settings`: a heading per group, then each of its variables with its current
+    value (a secret only as set or not) and its help text."""
+    for group, field in Settings.model_fields.items():
+        values = getattr(settings, group)
+        yield f"# {group}: {field.annotation.__doc__.split(chr(10))[0]}"
+        for name, info in type(values).model_fields.items():
+            value = getattr(values, name)
+            shown = "(set, hidden)" if hasattr(value, "get_secret_value") else value
+            yield f"BACKSCROLL_{name.upper():<24} = {shown}\n    {info.description}"
 
 
 @lru_cache(maxsize=1)

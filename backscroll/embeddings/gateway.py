@@ -413,8 +413,7 @@ _gateways_lock = threading.Lock()
 
 
 def _config_key(settings: Settings) -> tuple:
-    return tuple((name, getattr(settings, name)) for name in sorted(Settings.model_fields)
-                 if name.startswith("embeddings_"))
+    return tuple(settings.embeddings.model_dump().items())
 
 
 def gateway_for(settings: Settings) -> Gateway:

