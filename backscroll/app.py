@@ -75,13 +75,14 @@ class BodyLimit:
 def create_app(settings: Settings, database_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        pool = make_pool(database_url, settings)
+        pool = make_pool(database_url, settings.database)
         read_pool = None
         upkeep = Maintenance(database_url, settings.maintenance_interval_s, settings.reindex_batch_size,
                              settings).start()
         try:
-            if settings.database_read_url is not None:
-                read_pool = make_pool(settings.database_read_url.get_secret_value(), settings, name="backscroll-read")
+            if settings.database.database_read_url is not None:
+                read_pool = make_pool(settings.database.database_read_url.get_secret_value(), settings.database,
+                                      name="backscroll-read")
             app.state.service = Service(settings, pool, read_pool)
             yield
         finally:
@@ -133,4 +134,4 @@ def worker_app() -> FastAPI:
     from .store.db import database_url
 
     settings = get_settings()
-    return create_app(settings, database_url(settings))
+    return create_app(settings, database_url(settings.database))

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import unicodedata
 
-from ..config import Settings
+from ..config import AccessSettings
 from .keys import derive
 
 
@@ -19,10 +19,10 @@ def normalize(query: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", query).casefold().split())
 
 
-def query_digest(settings: Settings, query: str) -> bytes | None:
-    if settings.master_key is None:
+def query_digest(access: AccessSettings, query: str) -> bytes | None:
+    if access.master_key is None:
         return None
-    key = derive(settings.master_key.get_secret_value().encode(), "search-audit")
+    key = derive(access.master_key.get_secret_value().encode(), "search-audit")
     return hmac.new(key, normalize(query).encode(), hashlib.sha256).digest()
 
 

@@ -7,14 +7,14 @@ import hmac
 
 import psycopg
 
-from ..config import Settings
+from ..config import AccessSettings
 
 SELECT_INSTALLATION_KEY = "select key from backscroll_installation"
 
 
-def root_key(conn: psycopg.Connection, settings: Settings) -> bytes:
-    if settings.master_key is not None:
-        return settings.master_key.get_secret_value().encode()
+def root_key(conn: psycopg.Connection, access: AccessSettings) -> bytes:
+    if access.master_key is not None:
+        return access.master_key.get_secret_value().encode()
     row = conn.execute(SELECT_INSTALLATION_KEY).fetchone()
     if row is None:
         raise RuntimeError("the installation key is missing: run `backscroll migrate`")

@@ -25,7 +25,7 @@ def register_turn(request: Request, svc: Svc, body: turns.TurnIn):
 @router.post("/v1/tools/search_history", summary="Search history the turn may disclose into its destination")
 @requires(TokenKind.runtime)
 def search_history(request: Request, svc: Svc, body: history.SearchRequest):
-    digest = query_digest(svc.settings, body.query)
+    digest = query_digest(svc.settings.access, body.query)
     with svc.session(request) as (conn, principal):
         return answer(history.search_history(conn, principal.workspace_id, principal.agent_ids, body, digest,
                                              settings=svc.settings, side=svc.side()))

@@ -49,7 +49,7 @@ class Service:
         self.pool = pool
         self.read_pool = read_pool
         with pool.connection() as conn:
-            self.codec = CursorCodec(derive(root_key(conn, settings), "cursor"))
+            self.codec = CursorCodec(derive(root_key(conn, settings.access), "cursor"))
         self.limits = Limits(
             default=settings.page_limit_default,
             maximum=settings.page_limit_max,

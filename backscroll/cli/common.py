@@ -10,7 +10,7 @@ from ..config import Settings
 def url_of(settings: Settings) -> str:
     from ..store.db import database_url
 
-    return database_url(settings)
+    return database_url(settings.database)
 
 
 def connection(settings: Settings, autocommit: bool = True):

@@ -78,7 +78,7 @@ def run_demo(settings: Settings, host: str, port: int, *, embeddings: bool = Tru
     from ..store.db import connect, database_url
     from ..store.migrate import migrate
 
-    url = database_url(settings)
+    url = database_url(settings.database)
     migrate(url)
     with connect(url, autocommit=True) as conn:
         # Loaded before a model is registered, so the corpus is the backfill's, not 2,700 outbox jobs.

@@ -21,7 +21,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..config import DatabaseSettings, Settings
+from ..config import DatabaseSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,10 @@ def process_running(pid: int) -> bool:
     return True
 
 
-def database_url(settings: Settings) -> str:
-    if settings.database_url is not None:
-        return settings.database_url.get_secret_value()
-    return start_embedded(settings.data_dir, settings.embedded_start_timeout_s)
+def database_url(database: DatabaseSettings) -> str:
+    if database.database_url is not None:
+        return database.database_url.get_secret_value()
+    return start_embedded(database.data_dir, database.embedded_start_timeout_s)
 
 
 # Server-side prepared statements only for the statements that ask (`prepare=True`): fixed
@@ -172,12 +172,12 @@ def wait_for_database(url: str, stop: threading.Event, max_wait_s: float, what: 
     return False
 
 
-def make_pool(url: str, settings: Settings, name: str = "backscroll") -> ConnectionPool:
+def make_pool(url: str, database: DatabaseSettings, name: str = "backscroll") -> ConnectionPool:
     return ConnectionPool(
         url,
-        min_size=settings.pool_min_size,
-        max_size=settings.pool_max_size,
-        kwargs=session_kwargs(settings.statement_timeout_ms, settings.query_parallel_workers),
+        min_size=database.pool_min_size,
+        max_size=database.pool_max_size,
+        kwargs=session_kwargs(database.statement_timeout_ms, database.query_parallel_workers),
         open=True,
         name=name,
     )
