@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from backscroll.config import Settings
+from backscroll.config import DatabaseSettings
 from backscroll.store.db import _patient
 
 
@@ -21,7 +21,7 @@ def test_a_start_waits_as_long_as_the_setting_says():
     (start_args, start_kwargs), (stop_args, stop_kwargs) = calls
     assert start_args[:2] == ["-t", "300"] and start_kwargs["timeout"] >= 300  # not the library's 10 s
     assert stop_args == ["-w", "stop"] and "timeout" not in stop_kwargs
-    assert Settings.model_fields["embedded_start_timeout_s"].default >= 300
+    assert DatabaseSettings.model_construct().embedded_start_timeout_s >= 300
 
 
 def test_the_suite_server_was_started_patiently(pg_url):
@@ -29,7 +29,7 @@ def test_the_suite_server_was_started_patiently(pg_url):
 
     if os.environ.get("BACKSCROLL_TEST_DATABASE_URL"):
         return
-    assert postgres_server.pg_ctl.wait_s == Settings.model_fields["embedded_start_timeout_s"].default
+    assert postgres_server.pg_ctl.wait_s == DatabaseSettings.model_construct().embedded_start_timeout_s
 
 
 def test_this_run_has_a_base_folder_of_its_own(tmp_path_factory, pytestconfig):
