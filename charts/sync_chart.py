@@ -1,8 +1,10 @@
-"""Keeps the chart single-sourced from k8s/base/crd: `make chart-sync` runs this, and
-tests/deploy/test_chart_files.py fails when it has not been run after a CRD change.
+"""Writes every file generated from the operator's models: `make chart-sync` runs this, and
+tests/operator/test_crd.py fails when a committed file differs from what it would write.
 
-Two things are derived from the CRD:
-- charts/backscroll/crds/ holds the CRD file byte for byte (Helm installs crds/ as they are);
+From the models (operator/backscroll_operator: spec.py and index_crd.py for the SearchIndex,
+workspaces.py for the SearchWorkspace, crdgen.py the generator they share):
+- each CRD, the same bytes in k8s/base/crd/ (kustomize) and charts/backscroll/crds/ (Helm installs
+  crds/ as they are);
 - values.schema.json's `searchIndex.spec` is the CRD's spec schema, closed (additionalProperties:
   false) wherever the CRD lists properties, so a typo in values fails `helm install` instead of
   being pruned silently by the API server;
@@ -17,32 +19,33 @@ Two things are derived from the CRD:
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
 import yaml
+from backscroll_operator import index_crd, workspaces
+from backscroll_operator import spec as index_spec
+from backscroll_operator.names import GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
-CRD = ROOT / "k8s/base/crd/searchindexes.search.backscroll.dev.yaml"
-CHART = ROOT / "charts/backscroll"
-CHART_CRD = CHART / "crds" / CRD.name
-VALUES_SCHEMA = CHART / "values.schema.json"
+VALUES_SCHEMA = "charts/backscroll/values.schema.json"
+CRD_FOLDERS = ("k8s/base/crd", "charts/backscroll/crds")
 
 
 # CEL rules values.schema.json cannot express (rule text -> why); the API server still checks them.
 SERVER_ONLY_RULES: dict[str, str] = {
-    "self.replicas < 2 || !has(self.modelCache.claimName)":
+    index_spec.ONE_CLAIM_REPLICA.cel:
         "it compares a value (replicas) and reads a nested field; the operator's spec check refuses it too",
-    "!(has(self.backupBeforeMigration) && self.backupBeforeMigration) || has(self.cnpgClusterRef)":
+    index_spec.BACKUP_NEEDS_CNPG.cel:
         "it reads a value (backupBeforeMigration); the operator's spec check refuses it too",
 }
 # Rules Helm checks only in part (rule text -> (the part Helm checks, why)); the API server checks all.
 HELM_CHECKS_PART: dict[str, tuple[str, str]] = {
-    "has(self.secretRef) != has(self.cnpgClusterRef)": (
+    index_spec.ONE_SOURCE.cel: (
         "has(self.secretRef) || has(self.cnpgClusterRef)",
         "values.yaml sets secretRef, and a values file drops it with `secretRef: null`, which `helm lint` "
         "ignores (it validates the default beside cnpgClusterRef; template and install drop it): Helm "
@@ -152,8 +155,9 @@ def _close(node: dict) -> dict:
     return node
 
 
-def spec_schema(crd_text: str) -> dict:
-    crd = yaml.safe_load(crd_text)
+def spec_schema(crd: str | dict) -> dict:
+    """values.schema.json's searchIndex.spec from the CRD (a document, or its YAML)."""
+    crd = yaml.safe_load(crd) if isinstance(crd, str) else crd
     # The values describe the storage version's spec (every served version has the same schema
     # while conversion is None: tests/operator/test_crd.py holds them to it).
     (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
@@ -163,9 +167,9 @@ def spec_schema(crd_text: str) -> dict:
     return spec
 
 
-def synced_schema(values_schema: dict, crd_text: str) -> dict:
+def synced_schema(values_schema: dict, crd: str | dict) -> dict:
     schema = copy.deepcopy(values_schema)
-    schema["properties"]["searchIndex"]["properties"]["spec"] = spec_schema(crd_text)
+    schema["properties"]["searchIndex"]["properties"]["spec"] = spec_schema(crd)
     return schema
 
 
@@ -173,11 +177,33 @@ def render(schema: dict) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def main() -> int:
-    shutil.copyfile(CRD, CHART_CRD)
-    current = json.loads(VALUES_SCHEMA.read_text())
-    VALUES_SCHEMA.write_text(render(synced_schema(current, CRD.read_text())))
-    print(f"synced {CHART_CRD.relative_to(ROOT)} and {VALUES_SCHEMA.relative_to(ROOT)} from {CRD.relative_to(ROOT)}")
+def generated(values_schema_text: str) -> dict[str, str]:
+    """Every generated file's text by its path in the repository; values.schema.json's other parts
+    (written by hand) come from `values_schema_text`."""
+    files = {}
+    for kind in (index_crd, workspaces):
+        text = kind.crd_yaml()
+        for folder in CRD_FOLDERS:
+            files[f"{folder}/{kind.NAMES.plural}.{GROUP}.yaml"] = text
+    files[VALUES_SCHEMA] = render(synced_schema(json.loads(values_schema_text), index_crd.crd()))
+    return files
+
+
+def write(out: Path) -> list[str]:
+    """Writes the generated files under `out` (the repository, or a folder to compare it with)."""
+    files = generated((ROOT / VALUES_SCHEMA).read_text())
+    for path, text in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(text)
+    return sorted(files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT, help="where to write them (default: the repository)")
+    out = parser.parse_args(argv).out
+    for path in write(out):
+        print(f"wrote {out / path}")
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from . import builders
+from . import builders, crdgen
 from .names import GROUP, HASH_ANNOTATION, VERSION, Owner, child_name, labels, short_hash
 from .spec import SearchIndexSpec, SpecError, _field_path, _Model
 
@@ -130,40 +130,19 @@ def parse(spec: dict | None) -> SearchWorkspaceSpec:
     return parsed
 
 
-# --- the CRD's schema, from the model ----------------------------------------------------------
+# --- the CRD, from the model ---------------------------------------------------------------------
 
-def _inline(schema: dict, defs: dict) -> dict:
-    if "$ref" in schema:
-        return _inline(defs[schema["$ref"].split("/")[-1]], defs)
-    out: dict = {}
-    options = [s for s in schema.get("anyOf") or [] if s.get("type") != "null"]
-    if len(options) == 1:  # Optional[X]: X (an omitted field; null is not a value in a manifest)
-        merged = {**schema, **_inline(options[0], defs)}
-        merged.pop("anyOf")
-        schema = merged
-    for key, value in schema.items():
-        if key in ("title", "$defs", "additionalProperties"):
-            continue
-        if key == "default" and value is None:
-            continue
-        if key == "properties":
-            out[key] = {k: _inline(v, defs) for k, v in value.items()}
-        elif key == "items":
-            out[key] = _inline(value, defs)
-        elif key == "const":
-            out["enum"] = [value]
-        else:
-            out[key] = value
-    if "enum" in out and "type" not in out:
-        out["type"] = "string"
-    if "default" in out and out.get("type") == "array":
-        out.pop("default")  # an empty list by default: the operator's, not the API server's
-    return out
-
-
-def spec_schema() -> dict:
-    raw = SearchWorkspaceSpec.model_json_schema(by_alias=True)
-    return _inline(raw, raw.get("$defs") or {})
+NAMES = crdgen.Names(kind=KIND, plural=PLURAL, singular=SINGULAR, short_name="sws")
+COLUMNS = [
+    {"name": "Index", "type": "string", "jsonPath": ".spec.indexRef.name",
+     "description": "The SearchIndex the workspace lives in"},
+    {"name": "Slug", "type": "string", "jsonPath": ".spec.slug"},
+    {"name": "Tokens", "type": "string", "jsonPath": ".status.tokens",
+     "description": "Tokens registered and delivered / declared"},
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Reason", "type": "string", "priority": 1,
+     "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'}]
 
 
 def _condition_schema() -> dict:
@@ -187,44 +166,14 @@ def status_schema() -> dict:
 
 
 def crd() -> dict:
-    """The SearchWorkspace CRD, as committed in charts/backscroll/crds and k8s/base/crd
-    (tests/operator/test_workspace_crd.py fails when the files drift from this)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
-        "spec": {
-            "group": GROUP, "scope": "Namespaced",
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": ["sws"], "categories": ["backscroll"]},
-            "versions": [{
-                "name": VERSION, "served": True, "storage": True, "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Index", "type": "string", "jsonPath": ".spec.indexRef.name",
-                     "description": "The SearchIndex the workspace lives in"},
-                    {"name": "Slug", "type": "string", "jsonPath": ".spec.slug"},
-                    {"name": "Tokens", "type": "string", "jsonPath": ".status.tokens",
-                     "description": "Tokens registered and delivered / declared"},
-                    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    {"name": "Reason", "type": "string", "priority": 1,
-                     "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'}],
-                "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"], "properties": {
-                    "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-                    "spec": {**spec_schema(), "description": "A Backscroll workspace and its tokens, as code."},
-                    "status": status_schema()}}},
-            }],
-        },
-    }
-
-
-CRD_HEADER = ("# The SearchWorkspace custom resource. Generated from operator/backscroll_operator/workspaces.py\n"
-              "# (`python -m backscroll_operator.workspaces > FILE`): edit the model, not this file.\n")
+    """The SearchWorkspace CRD, as `make chart-sync` writes it to charts/backscroll/crds and
+    k8s/base/crd (tests/operator/test_crd.py fails when the files drift from this)."""
+    return crdgen.crd(NAMES, spec=SearchWorkspaceSpec, spec_description="A Backscroll workspace and its tokens, as code.",
+                      status=status_schema(), columns=COLUMNS, required=("spec",))
 
 
 def crd_yaml() -> str:
-    import yaml
-
-    return CRD_HEADER + yaml.safe_dump(crd(), sort_keys=False, width=120)
+    return crdgen.render(crd(), "operator/backscroll_operator/workspaces.py")
 
 
 # --- names ------------------------------------------------------------------------------------
@@ -349,14 +298,4 @@ def erased_slug(body: dict) -> str | None:
     delete (read from the stored object, which the CRD's schema validated); None keeps the data."""
     spec = body.get("spec") or {}
     return spec.get("slug") if spec.get("deletionPolicy") == "delete" and spec.get("slug") else None
-
-
-def main() -> None:
-    import sys
-
-    sys.stdout.write(crd_yaml())
-
-
-if __name__ == "__main__":
-    main()
 
