@@ -16,7 +16,7 @@ MAX_ID = 9_223_372_036_854_775_807
 # body, counted in bytes before anything parses it (app.BodyLimit answers 413), and a
 # conversation's title, wherever it arrives (POST /v1/conversations, an import line). The longest
 # body of a message, a reply or a memory is a setting (Settings.body_max_chars), checked by
-# ingest.writes.check_body on every path that writes one.
+# ingest.models.check_body on every path that writes one.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 MAX_TITLE_CHARS = 1000
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from backscroll.demo.corpus import build_corpus  # noqa: E402
 from backscroll.demo.data import WORKSPACES  # noqa: E402
 from backscroll.demo.loader import ENSURE_WORKSPACE  # noqa: E402
-from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll import ingest  # noqa: E402
 from backscroll.embeddings.backfill import run_backfill  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402

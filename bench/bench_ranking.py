@@ -37,7 +37,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 import corpus  # noqa: E402
 from bench_sessions import fmt, log, machine  # noqa: E402
 from backscroll.search import history, hybrid, maintenance, sessions, turns  # noqa: E402
-from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll import ingest  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.search.ranking import Ranking  # noqa: E402
 from backscroll.search.terms import split_terms  # noqa: E402

@@ -47,7 +47,7 @@ import bench_history  # noqa: E402  (beside this file)
 import corpus  # noqa: E402
 from bench_sessions import fmt, loadavg, log  # noqa: E402
 from backscroll.search import history, hybrid, sessions, turns  # noqa: E402
-from backscroll.ingest import writes as ingest  # noqa: E402
+from backscroll import ingest  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import session_kwargs, side_connections, start_embedded  # noqa: E402

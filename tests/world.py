@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 from fastapi.testclient import TestClient
 
-from backscroll.ingest import writes as ingest, links
+from backscroll import ingest
+from backscroll.ingest import links
 from backscroll.search import turns
 from backscroll.app import create_app
 from backscroll.access.auth import TokenKind, create_token

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from ..access.audit import query_digest
 from ..access.auth import TokenKind
-from ..ingest import writes
+from .. import ingest
 from ..search import history, turns
 from .deps import AuthenticatedRoute, Id, Svc, answer, bearer, requires
 
@@ -18,7 +18,7 @@ router = APIRouter(route_class=AuthenticatedRoute, dependencies=[Depends(bearer)
 def register_turn(request: Request, svc: Svc, body: turns.TurnIn):
     with svc.session(request) as (conn, principal):
         turn_id = turns.register_turn(conn, principal.workspace_id, principal.agent_ids, body,
-                                      actors=writes.actor_resolver(conn, principal.workspace_id))
+                                      actors=ingest.actor_resolver(conn, principal.workspace_id))
     return {"id": turn_id}
 
 

@@ -15,7 +15,7 @@ from .. import status as search_status
 from ..access.auth import API_KINDS, TokenKind
 from ..errors import BodyTooLong
 from ..ingest import importer, links, memories, workspaces
-from ..ingest import writes as ingest
+from .. import ingest
 from ..search import maintenance, sessions
 from ..search.limits import clamp_limit
 from ..vocabulary import MAX_REQUEST_BYTES

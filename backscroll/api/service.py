@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 from ..access.auth import Principal, authenticate
 from ..access.keys import derive, root_key
 from ..config import Settings
-from ..ingest.writes import check_body
+from ..ingest.models import check_body
 from ..search.cursor import CursorCodec
 from ..search.hybrid import SideConnection
 from ..search.sessions import Limits
@@ -59,7 +59,7 @@ class Service:
         self.body_reads = asyncio.Semaphore(settings.request_body_reads_max)  # deps._read_body
 
     def check_body(self, text: str | None, field: str = "body") -> None:
-        """The body limit every write path holds to, at this server's setting (writes.check_body)."""
+        """The body limit every write path holds to, at this server's setting (ingest.models.check_body)."""
         check_body(self.settings.body_max_chars, text, field)
 
     def begin(self, request: Request) -> None:

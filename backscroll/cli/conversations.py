@@ -11,7 +11,7 @@ from .common import connection
 
 
 def cmd_conversations_set_readers(args, settings: Settings) -> int:
-    from ..ingest import writes as ingest
+    from .. import ingest
 
     try:
         readers = ingest.ReadersIn(readers=args.reader)
@@ -30,7 +30,7 @@ def cmd_conversations_set_readers(args, settings: Settings) -> int:
 
 
 def cmd_conversations_sealed(args, settings: Settings) -> int:
-    from ..ingest import writes as ingest
+    from .. import ingest
 
     with connection(settings) as conn:
         rows = ingest.sealed_conversations(conn, ingest.workspace_id_for(conn, args.workspace))

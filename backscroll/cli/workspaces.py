@@ -81,8 +81,7 @@ def cmd_workspaces_revoke_declared(args, settings: Settings) -> int:
 
 
 def cmd_workspaces_erase(args, settings: Settings) -> int:
-    from ..access.auth import revoke_workspace_tokens
-    from ..store.erase import erase_workspace
+    from ..erasure import erase_workspace
 
     if not args.yes_erase_workspace_data:
         print(f"backscroll: erase deletes every conversation, message, memory, vector, statistic and token of "
@@ -100,7 +99,7 @@ def cmd_workspaces_erase(args, settings: Settings) -> int:
             for line in revoked:
                 print(line)
             print(f"{len(revoked)} token(s) under {args.revoke_prefix!r} revoked")
-        done = erase_workspace(conn, args.slug, revoke=revoke_workspace_tokens, batch=args.batch, progress=print)
+        done = erase_workspace(conn, args.slug, batch=args.batch, progress=print)
     if not done.found:
         print(f"workspace {args.slug!r} does not exist: nothing to do")
         return 0

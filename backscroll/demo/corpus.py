@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 
-from ..ingest import writes as ingest
+from .. import ingest
 from .data import (
     ACME_SLACK, ACME_STAFF, ACME_WEB, AGENT_NAMES, BRIEFINGS, CARS, CITIES, COMPANIES, CONCIERGE_GUEST,
     CONCIERGE_STAFF, CONVERSATION_PREFIX, CUSTOMER_CLOSERS, DAYS, DAYS_OF_WEEK, DB_MIGRATION, DIETS,

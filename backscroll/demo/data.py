@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from ..ingest import writes as ingest
+from .. import ingest
 
 
 SEED = 20261130

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 
 from ..access.auth import TokenKind, create_token, revoke_token
-from ..ingest import writes as ingest
+from .. import ingest
 from .corpus import (
     ACME_STREAMING, ALICE_WEDDING, DB_MIGRATION_PLAN, DOUBLE_BOOKING, FRENCH, INCIDENT, ROSE_ROOM,
     STREAMING, SURPRISE, build_corpus,
@@ -58,10 +58,6 @@ select (select count(*) from conversations c where c.workspace_id = any(%(ws)s))
        (select count(*) from messages m join conversations c on c.id = m.conversation_id
          where c.workspace_id = any(%(ws)s)) as messages
 """
-ENSURE_WORKSPACE = """
-insert into workspaces (slug, name) values (%(slug)s, %(name)s)
-on conflict (slug) do nothing
-"""
 FEATURED_IDS = """
 select w.slug, c.external_id, c.id from conversations c join workspaces w on w.id = c.workspace_id
  where (w.slug, c.external_id) in (select * from unnest(%(slugs)s::text[], %(ids)s::text[]))
@@ -79,7 +75,7 @@ def load_demo(conn: psycopg.Connection, *, now: datetime | None = None, force: b
                              ).fetchone()["n"]
         loaded = force or found != expected
         for slug, name in WORKSPACES.items():
-            conn.execute(ENSURE_WORKSPACE, {"slug": slug, "name": name})
+            ingest.workspaces.ensure(conn, slug, name)
         workspaces = {r["slug"]: r["id"] for r in conn.execute(
             "select slug, id from workspaces where slug = any(%(slugs)s)", {"slugs": slugs})}
         before = conn.execute(TOTALS, {"ws": list(workspaces.values())}).fetchone()

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from ..config import IngestSettings
 from ..errors import BackscrollError, BadRequest, Forbidden
-from . import writes as ingest
+from . import conversations, messages, workspaces
+from .models import ImportLine, check_body
 
 # `backscroll import` reads no settings of its own: it holds to the limit's declared default.
 DEFAULT_BODY_MAX_CHARS = IngestSettings.model_construct().body_max_chars
@@ -73,6 +74,21 @@ def _parse(data: bytes) -> object:
         raise BadRequest(f"not valid JSON: {str(exc).split(':')[0]}", code="invalid_request") from None
 
 
+def import_line(conn: psycopg.Connection, workspace_id: int, line: ImportLine) -> tuple[int, int]:
+    """One import line: a conversation and its messages. Returns (conversation id, messages created)."""
+    if line.created_at is None:
+        # History began with its first message, not when it was imported: otherwise every
+        # imported conversation would read as active today, in file order.
+        stamps = [m.created_at for m in line.messages if m.created_at is not None]
+        if stamps:
+            line = line.model_copy(update={"created_at": min(stamps)})
+    conv_id, _ = conversations.upsert_conversation(conn, workspace_id, line)
+    if any(msg.external_id is None for msg in line.messages):
+        raise BadRequest("every imported message needs an external_id, so a re-run does not duplicate it")
+    written = messages.append_messages(conn, workspace_id, conv_id, line.messages)
+    return conv_id, sum(created for _, created in written)
+
+
 def import_stream(
     conn: psycopg.Connection,
     stream: BinaryIO,
@@ -89,7 +105,7 @@ def import_stream(
     workspace_ids: dict[str, int] = {}
     # A token's own workspace, by name: a line naming any other is refused before, and instead
     # of, looking that name up, so whether it exists is never told.
-    own = ingest.workspace_slug(conn, workspace_id) if workspace_id is not None else None
+    own = workspaces.workspace_slug(conn, workspace_id) if workspace_id is not None else None
     for number, data in enumerate(stream, start=1):
         if progress is not None:
             progress(len(data))
@@ -98,7 +114,7 @@ def import_stream(
         report.lines += 1
         raw = data.decode("utf-8", errors="replace")
         try:
-            line = ingest.ImportLine.model_validate(_parse(data))
+            line = ImportLine.model_validate(_parse(data))
             if workspace_id is not None:
                 if line.workspace not in (None, own):
                     raise Forbidden(NOT_YOURS)
@@ -108,12 +124,12 @@ def import_stream(
                 if slug is None:
                     raise BadRequest("no workspace: give `workspace` on the line or --workspace")
             for i, message in enumerate(line.messages):
-                ingest.check_body(body_max_chars, message.body, f"messages.{i}.body")
+                check_body(body_max_chars, message.body, f"messages.{i}.body")
             with conn.transaction():
                 if slug is not None and slug not in workspace_ids:
-                    workspace_ids[slug] = ingest.workspace_id_for(conn, slug)
+                    workspace_ids[slug] = workspaces.workspace_id_for(conn, slug, writable=True)
                 target = workspace_id if slug is None else workspace_ids[slug]
-                conv_id, created = ingest.import_line(conn, target, line)
+                conv_id, created = import_line(conn, target, line)
             report.conversations += 1
             report.messages_created += created
             report.accepted.append((number, conv_id, created))

@@ -4,7 +4,9 @@ create` do on the command line and /v1/admin does over HTTP, in one place.
 Every lookup takes a scope: the workspace a workspace-scoped admin acts within, or None for an
 installation-wide caller (the command line, an admin token of no workspace). A workspace outside
 the scope and one that does not exist are one answer (NotFound, the same message). A workspace is
-never deleted here: `retire` revokes its tokens and keeps its data (erasure is `backscroll purge`).
+retired here: `retire` revokes its tokens and keeps its data; a retired workspace takes no new
+token and no import. Its rows are deleted by `backscroll workspaces erase` (backscroll.erasure,
+through `delete` and each table's owner).
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from dataclasses import dataclass
 from ..access.auth import INSTALLATION_KINDS, TokenKind, create_token, revoke_workspace_tokens
 from ..access.workspace_tokens import Declared, check_declaration, lock_declaration, register_declared
 from ..errors import BadRequest, Conflict, NotFound
-from .writes import ActorRef, ensure_actor, ensure_agents
+from .actors import ensure_actor
+from .agents import ensure_agents
+from .models import ActorRef
+
+WRITES = ("workspaces", "workspace_retirements")
 
 # `rename`: the command line's `workspaces create` renames a workspace that exists; the API does not.
 INSERT_WORKSPACE = """
@@ -48,6 +54,33 @@ select retired_at from retired
  union all
 select retired_at from workspace_retirements where workspace_id = %(id)s and not exists (select from retired)
 """
+# The demo's workspaces: made with the database's default text search configuration, never renamed.
+ENSURE_WORKSPACE = """
+insert into workspaces (slug, name) values (%(slug)s, %(name)s)
+on conflict (slug) do nothing
+"""
+SELECT_WORKSPACE = """
+select w.id, r.retired_at from workspaces w left join workspace_retirements r on r.workspace_id = w.id
+ where w.slug = %(slug)s
+"""
+SELECT_WORKSPACE_SLUG = "select slug from workspaces where id = %(id)s"
+# A change of text search configuration (or speaker-name setting) requested, and made current
+# when every document is rebuilt (search.maintenance, which rebuilds them).
+REQUEST_REINDEX = """
+update workspaces
+   set ts_config_next = %(cfg)s::regconfig, speaker_names_next = %(names)s, reindex_requested_at = now()
+ where id = %(ws)s
+"""
+SWAP_CONFIG = """
+update workspaces
+   set ts_config = ts_config_next, speaker_names = speaker_names_next,
+       ts_config_next = null, speaker_names_next = null, reindex_requested_at = null
+ where id = %(ws)s
+"""
+# The last step of an erasure (backscroll.erasure): the row (its agents, connectors, identity
+# links, tokens, audience keys and backfill positions cascade) and its retirement mark.
+DELETE_WORKSPACE = "delete from workspaces where id = %(ws)s"
+DELETE_RETIREMENT = "delete from workspace_retirements where workspace_id = %(ws)s"
 SELECT_AGENTS = "select id, slug from agents where workspace_id = %(ws)s and slug = any(%(slugs)s)"
 
 
@@ -67,6 +100,48 @@ def create(conn: psycopg.Connection, slug: str, name: str | None, ts_config: str
         raise Conflict(f"workspace {slug!r} exists already (retired workspaces keep their slug)",
                        code="workspace_exists")
     return row["id"], row["created"]
+
+
+def ensure(conn: psycopg.Connection, slug: str, name: str) -> None:
+    """The workspace `slug`, made (with the database's default configuration) if it is not there."""
+    conn.execute(ENSURE_WORKSPACE, {"slug": slug, "name": name})
+
+
+def find(conn: psycopg.Connection, slug: str) -> dict | None:
+    """{id, retired_at} of the workspace `slug`, or None."""
+    return conn.execute(SELECT_WORKSPACE, {"slug": slug}).fetchone()
+
+
+def workspace_id_for(conn: psycopg.Connection, slug: str, *, writable: bool = False) -> int:
+    """The id of workspace `slug` (NotFound). `writable`: one that takes writes, as the API
+    refuses a retired one (its tokens are revoked and none can be made): Conflict."""
+    row = find(conn, slug)
+    if row is None:
+        raise NotFound(f"unknown workspace {slug!r}: create it with `backscroll workspaces create {slug}`")
+    if writable and row["retired_at"] is not None:
+        raise Conflict(f"workspace {slug!r} is retired: it takes no new writes (its data is kept until "
+                       "`backscroll workspaces erase`)", code="workspace_retired")
+    return row["id"]
+
+
+def workspace_slug(conn: psycopg.Connection, workspace_id: int) -> str:
+    return conn.execute(SELECT_WORKSPACE_SLUG, {"id": workspace_id}).fetchone()["slug"]
+
+
+def request_reindex(conn: psycopg.Connection, workspace_id: int, ts_config: str, speaker_names: bool) -> None:
+    """Record the configuration the workspace's documents are to be rebuilt with."""
+    conn.execute(REQUEST_REINDEX, {"ws": workspace_id, "cfg": ts_config, "names": speaker_names})
+
+
+def swap_config(conn: psycopg.Connection, workspace_id: int) -> None:
+    """Make the requested configuration current (its documents rebuilt, in the same transaction)."""
+    conn.execute(SWAP_CONFIG, {"ws": workspace_id})
+
+
+def delete(conn: psycopg.Connection, workspace_id: int) -> None:
+    """The workspace row and its retirement mark deleted (the erasure's last step)."""
+    conn.execute(DELETE_WORKSPACE, {"ws": workspace_id})
+    conn.execute(DELETE_RETIREMENT, {"ws": workspace_id})
 
 
 def listing(conn: psycopg.Connection, scope: int | None, *, after: str = "", limit: int | None = None) -> list[dict]:

@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 
 from ..config import Settings
 from ..errors import BadRequest, NotFound
+from ..ingest import messages, workspaces
 from ..language import SAMPLE_CHARS, detector
 
 log = logging.getLogger("backscroll.maintenance")
@@ -41,11 +42,6 @@ SELECT_WORKSPACE = """
 select w.id, w.slug, w.ts_config::text as ts_config, w.speaker_names,
        w.ts_config_next::text as ts_config_next, w.speaker_names_next, w.reindex_requested_at
   from workspaces w where w.slug = %(slug)s
-"""
-REQUEST_REINDEX = """
-update workspaces
-   set ts_config_next = %(cfg)s::regconfig, speaker_names_next = %(names)s, reindex_requested_at = now()
- where id = %(ws)s
 """
 # A new request restarts the rebuild: documents built for an earlier target are dropped.
 FORGET_REBUILT = "update message_search set tsv_next = null where workspace_id = %(ws)s and tsv_next is not null"
@@ -103,22 +99,11 @@ select m.id, left(m.body, %(sample)s) as body
  limit %(batch)s
    for update of m skip locked
 """
-SET_LANGUAGES = """
-update messages m set language = x.language::regconfig
-  from unnest(%(ids)s::bigint[], %(languages)s::text[]) as x(id, language)
- where m.id = x.id
-"""
 COUNT_PENDING_LANGUAGES = "select count(*) as n from messages where language is null"
 SWAP_DOCUMENTS = """
 update message_search
    set tsv = tsv_next, doc_len = backscroll_body_length(tsv_next), tsv_next = null
  where workspace_id = %(ws)s
-"""
-SWAP_CONFIG = """
-update workspaces
-   set ts_config = ts_config_next, speaker_names = speaker_names_next,
-       ts_config_next = null, speaker_names_next = null, reindex_requested_at = null
- where id = %(ws)s
 """
 
 
@@ -188,7 +173,7 @@ def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None =
     if current.reindexing and (cfg, names) == (current.ts_config_next, current.speaker_names_next):
         return current
     with conn.transaction():
-        conn.execute(REQUEST_REINDEX, {"ws": current.workspace_id, "cfg": cfg, "names": names})
+        workspaces.request_reindex(conn, current.workspace_id, cfg, names)
         conn.execute(FORGET_REBUILT, {"ws": current.workspace_id})
     log.info("workspace %s: documents will be rebuilt with %s (speaker names %s)", slug, cfg,
              "on" if names else "off")
@@ -201,8 +186,7 @@ def detect_languages(conn: psycopg.Connection, batch: int, settings: Settings | 
     with conn.transaction():
         rows = conn.execute(PENDING_LANGUAGES, {"batch": batch, "sample": SAMPLE_CHARS}).fetchall()
         if rows:
-            conn.execute(SET_LANGUAGES, {"ids": [r["id"] for r in rows],
-                                         "languages": detect.detect_all([r["body"] for r in rows])})
+            messages.set_languages(conn, [r["id"] for r in rows], detect.detect_all([r["body"] for r in rows]))
     return len(rows)
 
 
@@ -270,7 +254,7 @@ class Reindexer:
                 return 0
             rest = conn.execute(REBUILD_REST, {"ws": ws, **target}).rowcount
             conn.execute(SWAP_DOCUMENTS, {"ws": ws})
-            conn.execute(SWAP_CONFIG, {"ws": ws})
+            workspaces.swap_config(conn, ws)
         self._after.pop(ws, None)
         log.info("workspace %s: documents swapped to %s", ws, target["cfg"])
         return rest

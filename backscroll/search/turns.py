@@ -1,5 +1,8 @@
 """Turns: what a run saw (its evidence ledger), the reply built from it, memories formed from
-it, and the pre-delivery recheck that revalidates all of it against the destination."""
+it, and the pre-delivery recheck that revalidates all of it against the destination. The ledger
+(`turns`, `turn_evidence`) is written here and by search_history; the reply and the memories are
+messages and memories, written by ingest (`ingest.messages.write_reply`, `ingest.memories.form_in_turn`)
+once the turn has vouched for them."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Callable
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import language
 from ..errors import BadRequest, Conflict, NotFound
+from ..ingest import memories as ingest_memories, messages as ingest_messages
 from ..vocabulary import ExternalId, Prose, Text
 from .history import Turn, evidence_ids, load_turn
 from .history_sql import ADD_EVIDENCE, JOINT_LINEAGE
@@ -64,29 +67,8 @@ insert into turns (workspace_id, agent_id, conversation_id, requester_actor_id, 
 values (%(ws)s, %(agent)s, %(conversation)s, %(requester)s, %(answering)s)
 returning id
 """
-INSERT_REPLY = """
-insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
-                      audience_kind, audience_namespace, audience_readers, audience_inherited,
-                      history_message_ids, memory_ids, language)
-select c.id, %(external_id)s, null, 'assistant', %(body)s, 'finished',
-       c.audience_kind, c.audience_namespace, c.audience_readers, true, %(history)s::bigint[], %(memories)s::bigint[],
-       %(language)s::regconfig
-  from conversations c where c.id = %(conversation)s
-   for no key update of c
-returning id
-"""
-INSERT_REPLY_EVIDENCE = "insert into message_source_evidence (message_id, kind, reference) values (%(id)s, 'agent_reply', %(ref)s)"
 SET_REPLY = "update turns set reply_message_id = %(reply)s where id = %(turn)s"
 COUNT_AGENT_MEMORIES = "select count(*) as n from memories where id = any(%(ids)s::bigint[]) and agent_id = %(agent)s"
-INSERT_MEMORY = """
-insert into memories (workspace_id, agent_id, body, audience_kind, audience_namespace, audience_readers,
-                      audience_inherited, source_message_ids, turn_id)
-select %(ws)s, %(agent)s, %(body)s, c.audience_kind, c.audience_namespace, c.audience_readers, true,
-       %(sources)s::bigint[], %(turn)s
-  from conversations c where c.id = %(conversation)s
-   for share of c
-returning id, audience_kind::text as kind, audience_namespace as namespace, audience_readers as readers
-"""
 
 # The recheck, row by row, so the answer can say which rule failed for which message.
 RECHECK_ROWS = """
@@ -171,11 +153,8 @@ def store_reply(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[in
         if known != len(memories):
             raise BadRequest("memory_ids: not memories of this agent", code="unknown_memory")
     history = evidence_ids(conn, turn_id)
-    reply_id = conn.execute(INSERT_REPLY, {"conversation": turn.conversation_id, "external_id": reply.external_id,
-                                           "body": reply.body, "history": history, "memories": memories,
-                                           "language": language.detector(conn).detect(reply.body)}
-                            ).fetchone()["id"]
-    conn.execute(INSERT_REPLY_EVIDENCE, {"id": reply_id, "ref": f"turn:{turn_id}"})
+    reply_id = ingest_messages.write_reply(conn, turn.conversation_id, turn_id, body=reply.body,
+                                           external_id=reply.external_id, history=history, memories=memories)
     conn.execute(SET_REPLY, {"reply": reply_id, "turn": turn_id})
     return {"id": reply_id, "history_message_ids": history, "memory_ids": memories}
 
@@ -189,11 +168,8 @@ def form_memory(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[in
     unseen = [s for s in sources if s not in seen]
     if unseen:
         raise BadRequest(f"source_message_ids: the turn never saw {unseen[:5]}", code="unseen_source")
-    # The destination's audience as it is now, read under a share lock: a change of its readers
-    # in flight (set_readers) either finishes first or waits for this memory, and carries it.
-    row = conn.execute(INSERT_MEMORY, {"ws": workspace_id, "agent": turn.agent_id, "body": memory.body,
-                                       "sources": sources, "turn": turn_id, "conversation": turn.conversation_id}
-                       ).fetchone()
+    row = ingest_memories.form_in_turn(conn, workspace_id, turn.agent_id, turn_id, turn.conversation_id,
+                                       body=memory.body, sources=sources)
     return {"id": row["id"], "source_message_ids": sources,
             "audience": {"kind": row["kind"], "namespace": row["namespace"], "readers": list(row["readers"])}}
 

@@ -152,7 +152,7 @@ def test_a_slow_upload_holds_no_connection(world, http, monkeypatch):
 def test_a_request_rolled_back_by_a_deadlock_runs_again(world, http, monkeypatch):
     """PostgreSQL rolls one of two deadlocked transactions back; the request runs again from a new
     transaction instead of answering 503 (issue 20), and what it writes is stored once."""
-    from backscroll.ingest import writes
+    from backscroll import ingest as writes
 
     conv = world.conversation(WS, "concierge", "c-1", "Planning", creator="U_A")
     ingest = bearer(world.token("ingest", WS))
@@ -175,7 +175,7 @@ def test_a_request_rolled_back_by_a_deadlock_runs_again(world, http, monkeypatch
 
 
 def test_a_request_that_keeps_meeting_conflicts_is_a_503_that_stored_nothing(world, http, monkeypatch):
-    from backscroll.ingest import writes
+    from backscroll import ingest as writes
 
     conv = world.conversation(WS, "concierge", "c-1", "Planning", creator="U_A")
     ingest = bearer(world.token("ingest", WS))

@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from backscroll.ingest import writes
+from backscroll.ingest import workspaces
 from backscroll.vocabulary import MAX_TITLE_CHARS
 from tests.api.support import assert_error, snapshot
 from tests.world import bearer, client
@@ -114,8 +114,9 @@ def test_import_answers_a_foreign_and_an_unknown_workspace_alike(db_url, world, 
     workspace is refused before any name is looked up, with one answer for both."""
     world.workspace("b")
     looked_up = []
-    real = writes.workspace_id_for
-    monkeypatch.setattr(writes, "workspace_id_for", lambda conn, slug: looked_up.append(slug) or real(conn, slug))
+    real = workspaces.workspace_id_for
+    monkeypatch.setattr(workspaces, "workspace_id_for",
+                        lambda conn, slug, **kw: looked_up.append(slug) or real(conn, slug, **kw))
     before = snapshot(world.conn)
     answers = [http.post("/v1/import", headers={**setup["ingest"], **NDJSON},
                          content=_import_line("w-1", workspace=slug)) for slug in ("b", "nope")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.store.db import connect
 
 WS = "acme"

@@ -17,7 +17,8 @@ import logging
 import pytest
 
 from backscroll.search import history, turns
-from backscroll.ingest import importer, writes as ingest
+from backscroll import ingest
+from backscroll.ingest import importer
 from backscroll.store.migrate import migrate
 from tests.migrations import migrations_through
 from tests.world import open_world

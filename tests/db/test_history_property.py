@@ -109,7 +109,8 @@ from hypothesis import strategies as st
 
 from backscroll.search import history, turns
 from backscroll.search.limits import clamp_limit
-from backscroll.ingest import writes as ingest, links
+from backscroll import ingest
+from backscroll.ingest import links
 from tests.audit import audited
 from tests.ranking_reference import bm25_reference
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.errors import Conflict
 from tests.world import World, at
 

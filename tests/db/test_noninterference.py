@@ -87,7 +87,7 @@ from hypothesis import strategies as st
 
 from backscroll.access.auth import TokenKind, create_token
 from backscroll.ingest import links
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.search import turns as turn_api
 from backscroll.store.db import connect
 from tests.api.support import api_routes
@@ -1671,7 +1671,7 @@ def test_hybrid_coverage_counts_only_what_the_caller_may_see(pg_url, template_ur
     another agent's and another workspace's unembedded messages moved it (and the mode). With a
     model configured and every visible message embedded, search_history into U2's DM and session
     search of a reader scoped to `scout` answer alike in both databases."""
-    from backscroll.embeddings.vectors import literal, register_model
+    from backscroll.embeddings.vectors import param, register_model
     from tests.semantic.fakes import FakeEmbeddings, fake_vector
 
     dims, model_name = 8, "fake-8"
@@ -1700,8 +1700,8 @@ def test_hybrid_coverage_counts_only_what_the_caller_may_see(pg_url, template_ur
                                       " join messages m on m.id = s.message_id").fetchall():
                     if r["message_id"] not in hidden_ids:
                         conn.execute("insert into message_embeddings (message_id, model, embedding)"
-                                     " values (%s, %s, %s::vector)",
-                                     (r["message_id"], model_name, literal(fake_vector(r["body"], dims))))
+                                     " values (%s, %s, %s)",
+                                     (r["message_id"], model_name, param(conn, fake_vector(r["body"], dims))))
             a, _, _ = ask(ex, u2, "zebulon ferry schedule")
             assert a["mode"] == "hybrid", a
             ex.pair.token("reader", "reader", WS, actor=(NS, "U2"), agents=["scout"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from tests.world import World
 
 WS = "acme"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.search import sessions, sessions_sql
 from backscroll.access.auth import Principal, TokenKind
 from backscroll.search.cursor import CursorCodec

@@ -1,4 +1,4 @@
-"""`backscroll workspaces erase SLUG --yes-erase-workspace-data` (store/erase.py): nothing of the erased
+"""`backscroll workspaces erase SLUG --yes-erase-workspace-data` (backscroll/erasure.py): nothing of the erased
 workspace is left in any table (found from the catalog, not from a list), the other workspace's
 search answers and statistics are exactly what they were, and an erasure killed midway finishes
 when it is run again."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from backscroll import cli
-from backscroll.access.auth import authenticate, revoke_workspace_tokens
+from backscroll.access.auth import authenticate
 from backscroll.embeddings.vectors import register_model
 from backscroll.errors import Unauthenticated
 from backscroll.search import maintenance, sessions
 from backscroll.search.cursor import CursorCodec
-from backscroll.store.erase import erase_workspace
+from backscroll.erasure import erase_workspace
 from tests.db.conftest import LIMITS
 from tests.world import World, open_world
 
@@ -198,7 +198,7 @@ def test_an_erasure_killed_midway_finishes_when_run_again(two, codec):
 
     def erase():
         with pytest.raises(Killed):
-            erase_workspace(w.conn, "acme", revoke=revoke_workspace_tokens, batch=5, progress=kill_after_some_batches)
+            erase_workspace(w.conn, "acme", batch=5, progress=kill_after_some_batches)
         assert w.conn.execute("select count(*) as n from messages m join conversations c on c.id = m.conversation_id"
                               " where c.workspace_id = %s", (w.workspace("acme"),)).fetchone()["n"] == 0
         assert w.conn.execute("select count(*) as n from conversations where workspace_id = %s",
@@ -211,8 +211,8 @@ def test_an_erasure_killed_midway_finishes_when_run_again(two, codec):
         assert w.conn.execute("select count(*) as n from api_tokens where workspace_id = %s and revoked_at is null",
                               (w.workspace("acme"),)).fetchone()["n"] == 0  # revoked before anything is deleted
         lines = []
-        done = erase_workspace(w.conn, "acme", revoke=revoke_workspace_tokens, batch=5, progress=lines.append)
+        done = erase_workspace(w.conn, "acme", batch=5, progress=lines.append)
         assert done.found and done.deleted["conversations"] == 3 and done.deleted["messages"] == 0
-        assert erase_workspace(w.conn, "acme", revoke=revoke_workspace_tokens).found is False
+        assert erase_workspace(w.conn, "acme").found is False
 
     _erase_and_check(w, acme, globex, codec, erase)

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from backscroll.search import history, hybrid, maintenance, sessions
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.access.auth import Principal, TokenKind
 from backscroll.embeddings.backfill import Backfill
 from backscroll.search.cursor import CursorCodec

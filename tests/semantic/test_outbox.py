@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 from backscroll.embeddings import vectors
 from backscroll.embeddings.gateway import GatewayError
 from backscroll.embeddings.worker import Worker

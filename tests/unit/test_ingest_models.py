@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from backscroll.ingest import writes as ingest
+from backscroll import ingest
 
 
 @pytest.mark.parametrize("body", ["a\x00b", "\ud800", "ok \udfff", "\ud83d"])
