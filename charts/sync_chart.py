@@ -24,10 +24,11 @@ import copy
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
-from backscroll_operator import index_crd, workspaces
+from backscroll_operator import crdgen, index_crd, workspaces
 from backscroll_operator import spec as index_spec
 from backscroll_operator.names import GROUP
 
@@ -198,12 +199,34 @@ def write(out: Path) -> list[str]:
     return sorted(files)
 
 
+def drift(generated_in: Path, committed_in: Path = ROOT) -> list[str]:
+    """Each generated file that differs from its committed copy, with where it first differs."""
+    found = []
+    for path in generated((ROOT / VALUES_SCHEMA).read_text()):
+        expected, committed = generated_in / path, committed_in / path
+        if not committed.exists():
+            found.append(f"{path}: missing")
+        elif expected.read_bytes() != committed.read_bytes():
+            where = crdgen.difference(yaml.safe_load(expected.read_text()), yaml.safe_load(committed.read_text()))
+            found.append(f"{path}: {where or 'the same document, written differently'}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT, help="where to write them (default: the repository)")
-    out = parser.parse_args(argv).out
-    for path in write(out):
-        print(f"wrote {out / path}")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; list the committed files that differ from their models and fail")
+    args = parser.parse_args(argv)
+    if args.check:
+        with tempfile.TemporaryDirectory() as scratch:
+            write(Path(scratch))
+            found = drift(Path(scratch))
+        for line in found:
+            print(f"drifted from the model: {line}")
+        return 1 if found else 0
+    for path in write(args.out):
+        print(f"wrote {args.out / path}")
     return 0
 
 

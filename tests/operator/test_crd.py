@@ -1,9 +1,13 @@
-"""The CRD in k8s/base/crd against the operator's spec model, and the samples against the CRD."""
+"""The CRDs and values.schema.json are what the operator's models generate (`make chart-sync`),
+the CRD says what the operator reads, and the samples hold against both."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,12 +15,82 @@ import yaml
 from openapi_schema_validator import OAS30Validator
 from pydantic import BaseModel
 
-from backscroll_operator.spec import SearchIndexSpec, parse
+from backscroll_operator import index_crd, spec
+from backscroll_operator.spec import SearchIndexSpec, SpecError, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "k8s/base/crd/searchindexes.search.backscroll.dev.yaml"
 # SearchIndex samples; the SearchWorkspace ones are checked by test_workspace_crd.py.
 SAMPLES = sorted((ROOT / "k8s/samples").glob("searchindex*.yaml"))
+SYNC = ROOT / "charts/sync_chart.py"
+_loader = importlib.util.spec_from_file_location("sync_chart", SYNC)
+sync_chart = importlib.util.module_from_spec(_loader)
+_loader.loader.exec_module(sync_chart)
+
+
+def test_every_generated_file_is_what_its_model_generates(tmp_path):
+    """Both CRDs in k8s/base/crd and in the chart, and values.schema.json, regenerated in a scratch
+    folder: a committed file that differs is named with where it differs."""
+    written = sync_chart.write(tmp_path)
+    assert len(written) == 5, written
+    assert sync_chart.drift(tmp_path) == [], "the committed files drifted from the models: run `make chart-sync`"
+
+
+def test_a_changed_model_field_is_named_as_drift(tmp_path):
+    """The bite: the model's k1 default changed in a copy of the operator, `sync_chart.py --check`
+    names every file that now differs and where."""
+    package = tmp_path / "backscroll_operator"
+    shutil.copytree(ROOT / "operator/backscroll_operator", package, ignore=shutil.ignore_patterns("__pycache__"))
+    model = package / "spec.py"
+    text = model.read_text()
+    assert text.count("k1: float = Field(default=1.2,") == 1
+    model.write_text(text.replace("k1: float = Field(default=1.2,", "k1: float = Field(default=1.5,"))
+    done = subprocess.run([sys.executable, str(SYNC), "--check"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    where = ".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.ranking.properties.k1.default: 1.5 != 1.2"
+    assert sorted(done.stdout.splitlines()) == sorted([
+        f"drifted from the model: charts/backscroll/crds/searchindexes.search.backscroll.dev.yaml: {where}",
+        f"drifted from the model: k8s/base/crd/searchindexes.search.backscroll.dev.yaml: {where}",
+        "drifted from the model: charts/backscroll/values.schema.json: "
+        ".properties.searchIndex.properties.spec.properties.ranking.properties.k1.default: 1.5 != 1.2"]), done.stdout
+
+
+def _rules(node) -> list[tuple[str, str]]:
+    if isinstance(node, list):
+        return [r for child in node for r in _rules(child)]
+    if not isinstance(node, dict):
+        return []
+    own = [(v["rule"], v["message"]) for v in node.get("x-kubernetes-validations") or []]
+    return own + [r for child in node.values() for r in _rules(child)]
+
+
+# A spec each CEL rule refuses; the operator, for an API server without the rule, refuses it too.
+DB = {"secretRef": {"name": "db"}}
+REFUSED_BY_RULE = [
+    (spec.ONE_SOURCE, {"database": {}}),
+    (spec.CNPG_READS, {"database": {"cnpgClusterRef": {"name": "pg"}, "readReplicaSecretRef": {"name": "ro"}}}),
+    (spec.BACKUP_NEEDS_CNPG, {"database": {**DB, "backupBeforeMigration": True}}),
+    (spec.ONE_ENDPOINT, {"database": DB, "embeddings": {"model": "m", "dimensions": 8, "server": {},
+                                                        "external": {"url": "https://e.example/v1"}}}),
+    (spec.ONE_CLAIM_REPLICA, {"database": DB, "embeddings": {"model": "m", "dimensions": 8, "server": {
+        "replicas": 2, "modelCache": {"claimName": "weights"}}}}),
+]
+
+
+@pytest.mark.parametrize("rule, body", REFUSED_BY_RULE, ids=lambda v: getattr(v, "cel", ""))
+def test_the_operator_refuses_with_each_cel_rule_s_own_message(rule, body):
+    with pytest.raises(SpecError) as refused:
+        parse({"image": "ghcr.io/backscroll/backscroll:0.1.0", **body})
+    assert refused.value.message == rule.message
+
+
+def test_every_cel_rule_on_the_spec_has_its_operator_check():
+    """A rule added to the model without the check in its validator fails here (the transition
+    rule is parse's `registered`: tests/operator/test_spec.py)."""
+    rules = set(_rules(index_crd.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]))
+    assert rules == {(r.cel, r.message) for r, _ in REFUSED_BY_RULE} | {(spec.SAME_DIMENSIONS.cel,
+                                                                          spec.SAME_DIMENSIONS.message)}
 
 
 @pytest.fixture(scope="module")
