@@ -59,7 +59,8 @@ def read(conn: psycopg.Connection, settings: Settings) -> dict:
                 "total": r["backfill_total"], "failed": r["backfill_failed"], "last_error": r["last_error"],
             }
         models.append({
-            "model": r["model"], "dimensions": r["dimensions"], "current": r["model"] == settings.embeddings_model,
+            "model": r["model"], "dimensions": r["dimensions"],
+            "current": r["model"] == settings.embeddings.embeddings_model,
             "embedded": r["embedded"], "total": total, "coverage": coverage(r["embedded"], total),
             "backfill": backfill or {"state": "not_started"},
         })
@@ -71,17 +72,18 @@ def report(facts: dict, settings: Settings, gateway: Gateway | None = None) -> d
     """The status document. Probes the endpoint (outside any transaction) when a model is configured."""
     body = {"schema_version": facts["schema_version"], "mode": "lexical", "degradation": None,
             "embeddings": None, "outbox": facts["outbox"], "models": facts["models"]}
-    if not settings.embeddings_enabled:
+    if not settings.embeddings.enabled:
         return body
-    gateway = gateway or gateway_for(settings)
+    gateway = gateway or gateway_for(settings.embeddings)
     current = next((m for m in facts["models"] if m["current"]), None)
     endpoint = gateway.probe()
-    body["embeddings"] = {"model": settings.embeddings_model,
-                          "dimensions": current["dimensions"] if current else settings.embeddings_dimensions,
+    configured = settings.embeddings
+    body["embeddings"] = {"model": configured.embeddings_model,
+                          "dimensions": current["dimensions"] if current else configured.embeddings_dimensions,
                           "endpoint": endpoint or "ok", "circuit": gateway.breaker.state}
     if current is None:
         degradation = {"category": "not_registered",
-                       "detail": f"run `backscroll migrate --model {settings.embeddings_model} --dimensions D`"}
+                       "detail": f"run `backscroll migrate --model {configured.embeddings_model} --dimensions D`"}
     elif endpoint is not None:
         degradation = {"category": endpoint, "detail": "the embeddings endpoint does not answer; search is lexical"}
     elif current["coverage"] < 1.0:

@@ -390,7 +390,7 @@ def embed_all(conn, url, base, server, gateway, quiet, facts):
     result = run_backfill(settings, url, settings.embeddings_model, quiet=quiet)
     facts.setdefault("embedded", []).append(result.embedded)
     log(f"backfill: {result.embedded:,} messages embedded in {result.seconds:.0f} s")
-    return settings, gateway or Gateway(settings), server
+    return settings, gateway or Gateway(settings.embeddings), server
 
 
 def report(results, questions, files, n_sessions, n_messages, facts, load, seconds) -> str:

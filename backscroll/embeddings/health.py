@@ -64,9 +64,9 @@ def schema_reason(conn: psycopg.Connection) -> str | None:
 def not_ready(conn: psycopg.Connection, settings: Settings) -> str | None:
     """Why the worker cannot work on this database yet (None: it can)."""
     reason = schema_reason(conn)
-    if reason is None and settings.embeddings_model:
-        if conn.execute(SELECT_MODEL, {"model": settings.embeddings_model}).fetchone() is None:
-            reason = f"model {settings.embeddings_model} is not registered"
+    if reason is None and settings.embeddings.embeddings_model:
+        if conn.execute(SELECT_MODEL, {"model": settings.embeddings.embeddings_model}).fetchone() is None:
+            reason = f"model {settings.embeddings.embeddings_model} is not registered"
     return reason
 
 
@@ -95,7 +95,7 @@ def wait_until_ready(url: str, settings: Settings, stop: threading.Event, what: 
     model registered), polling at 0.5 s, doubling to 10 s, for at most `schema_wait_s`; each
     reason for waiting is logged once. False when `stop` was set first; MigrationError when the
     wait ran out."""
-    deadline = time.monotonic() + settings.schema_wait_s
+    deadline = time.monotonic() + settings.database.schema_wait_s
     wait, said = FIRST_POLL_S, None
     while not stop.is_set():
         if tick is not None:
@@ -111,7 +111,7 @@ def wait_until_ready(url: str, settings: Settings, stop: threading.Event, what: 
             said = reason
         left = deadline - time.monotonic()
         if left <= 0:
-            raise MigrationError(f"{what}: waited {settings.schema_wait_s:g} s for migrations ({reason}); "
+            raise MigrationError(f"{what}: waited {settings.database.schema_wait_s:g} s for migrations ({reason}); "
                                  "run `backscroll migrate` (with --model for the configured model), or raise "
                                  "BACKSCROLL_SCHEMA_WAIT_S")
         stop.wait(min(wait, left))
@@ -200,7 +200,7 @@ class HealthServer:
         if not self.loop.is_alive():
             return 503, {"status": "unavailable", "reason": "the worker loop has stopped"}
         age = self.heartbeat.age_s
-        if age > self.settings.worker_health_stale_s:
+        if age > self.settings.worker.worker_health_stale_s:
             return 503, {"status": "unavailable", "reason": f"the worker loop has not come round for {age:.0f} s"}
         return 200, {"status": "ok"}
 

@@ -113,10 +113,10 @@ class LocalEmbeddings:
 
     def configure(self, settings: Settings) -> Settings:
         """`settings` with the embeddings pointed at this server."""
-        return settings.model_copy(update={
+        return settings.model_copy(update={"embeddings": settings.embeddings.model_copy(update={
             "embeddings_model": MODEL, "embeddings_url": self.url, "embeddings_dimensions": DIMENSIONS,
             "embeddings_query_model": QUERY_MODEL, "embeddings_document_model": DOCUMENT_MODEL,
-        })
+        })})
 
     def __enter__(self) -> "LocalEmbeddings":
         return self.start()

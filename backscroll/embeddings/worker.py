@@ -112,18 +112,19 @@ class Worker:
         self.settings = settings
         self.heartbeat = heartbeat or Heartbeat()
         self.metrics = metrics or WorkerMetrics(lambda: self.heartbeat.age_s)
-        self.gateway = gateway or gateway_for(settings)
+        self.gateway = gateway or gateway_for(settings.embeddings)
         self.gateway.require_configured()  # off (no model) or nowhere to send: nothing to do
         self.stop = stop or threading.Event()
-        self.batch_size = batch_size or settings.worker_batch_size
+        self.batch_size = batch_size or settings.worker.worker_batch_size
         # Ledger rows commit on their own: a call that was made is paid for even if the batch it
         # served rolls back.
         self.ledger = connect(url, autocommit=True)
         try:
             self.model = vectors.get_model(self.ledger, self.gateway.model)
-            if settings.embeddings_dimensions and settings.embeddings_dimensions != self.model.dimensions:
+            configured = settings.embeddings.embeddings_dimensions
+            if configured and configured != self.model.dimensions:
                 raise vectors.DimensionMismatch(
-                    f"BACKSCROLL_EMBEDDINGS_DIMENSIONS is {settings.embeddings_dimensions} but model "
+                    f"BACKSCROLL_EMBEDDINGS_DIMENSIONS is {configured} but model "
                     f"{self.model.model!r} is registered with {self.model.dimensions}")
         except BaseException:
             self.ledger.close()
@@ -146,12 +147,12 @@ class Worker:
     def maybe_backfill(self) -> threading.Thread | None:
         """Start the configured model's backfill in a thread when one is owed and no process runs
         it: changing the model starts its backfill without anyone running `backscroll backfill`."""
-        if not self.settings.worker_backfill or (self._backfill is not None and self._backfill.is_alive()):
+        if not self.settings.worker.worker_backfill or (self._backfill is not None and self._backfill.is_alive()):
             return None
         now = time.monotonic()
         if now < self._backfill_due:
             return None
-        self._backfill_due = now + self.settings.worker_backfill_check_s
+        self._backfill_due = now + self.settings.worker.worker_backfill_check_s
         row = self.ledger.execute(BACKFILL_STATE, {"model": self.model.model}).fetchone()
         if row is None or row["state"] not in OWED or lock_held(self.ledger, self.model.model):
             return None
@@ -165,7 +166,7 @@ class Worker:
                 log.info("worker: another process took the backfill of %s", self.model.model)
             except GatewayError as exc:
                 log.warning("worker: backfill of %s stopped: %s; retried in %.0f s", self.model.model,
-                            exc.describe(), self.settings.worker_backfill_check_s)
+                            exc.describe(), self.settings.worker.worker_backfill_check_s)
             except psycopg.OperationalError as exc:
                 log.warning("worker: backfill of %s stopped: %s", self.model.model, exc)
             except Exception:
@@ -181,7 +182,7 @@ class Worker:
                 conn.close()
             except psycopg.Error:
                 pass
-        while wait_for_database(self.url, self.stop, self.settings.database_retry_max_s, "worker",
+        while wait_for_database(self.url, self.stop, self.settings.database.database_retry_max_s, "worker",
                                 tick=self.heartbeat.beat):
             try:
                 self.ledger = connect(self.url, autocommit=True)
@@ -209,7 +210,7 @@ class Worker:
         now = time.monotonic()
         if not force and now < self._metrics_due:
             return None
-        self._metrics_due = now + self.settings.worker_metrics_refresh_s
+        self._metrics_due = now + self.settings.worker.worker_metrics_refresh_s
         row = self.ledger.execute(QUEUE).fetchone()
         self.metrics.outbox(self.model.model, row)
         return row
@@ -236,14 +237,14 @@ class Worker:
             if transient:
                 if once:
                     break
-                self._idle = min(max(self._idle * 2, self.settings.worker_poll_s), IDLE_MAX_S)
+                self._idle = min(max(self._idle * 2, self.settings.worker.worker_poll_s), IDLE_MAX_S)
                 self.stop.wait(self._idle)
             elif handled:
                 self._idle = 0.0
             elif once:
                 break
             else:
-                self.stop.wait(self.settings.worker_poll_s)
+                self.stop.wait(self.settings.worker.worker_poll_s)
         return self.stats
 
     def run_batch(self) -> tuple[int, bool]:
@@ -268,7 +269,7 @@ class Worker:
         return len(rows), unreachable is not None
 
     def _embed(self, workspace_id: int, rows: list[dict], done: dict, failed: dict) -> GatewayError | None:
-        texts = [document_text(r, self.settings.embeddings_document_max_chars) for r in rows]
+        texts = [document_text(r, self.settings.embeddings.embeddings_document_max_chars) for r in rows]
         try:
             vectors_ = self.gateway.embed_documents(self.ledger, workspace_id, texts, "message")
         except GatewayError as exc:
@@ -300,8 +301,8 @@ class Worker:
         if failed:
             outcome = self.conn.execute(FAILED, {
                 "ids": list(failed), "errors": list(failed.values()),
-                "base_s": self.settings.worker_backoff_s, "max_s": self.settings.worker_backoff_max_s,
-                "max_attempts": self.settings.worker_max_attempts}).fetchall()
+                "base_s": self.settings.worker.worker_backoff_s, "max_s": self.settings.worker.worker_backoff_max_s,
+                "max_attempts": self.settings.worker.worker_max_attempts}).fetchall()
             parked = [r["message_id"] for r in outcome if r["parked"]]
             self.stats.failed += len(failed)
             self.stats.parked += len(parked)
@@ -312,7 +313,7 @@ class Worker:
         if postponed:
             error = unreachable.describe() if unreachable else "postponed"
             self.conn.execute(POSTPONED, {"ids": postponed, "error": error,
-                                          "delay_s": max(self.settings.worker_backoff_s, self._idle)})
+                                          "delay_s": max(self.settings.worker.worker_backoff_s, self._idle)})
             self.stats.postponed += len(postponed)
             self.metrics.postponed.labels(model=self.model.model).inc(len(postponed))
             log.warning("embeddings server unreachable; %d job(s) postponed: %s", len(postponed), error)

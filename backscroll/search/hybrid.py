@@ -103,7 +103,7 @@ class PendingVector:
         if settings is None or not settings.embeddings_enabled:
             self._decided = QueryVector(LEXICAL)
             return
-        gw = gateway or gateway_module.gateway_for(settings)
+        gw = gateway or gateway_module.gateway_for(settings.embeddings)
         if not gw.url:
             self._decided = QueryVector(LEXICAL)
             return

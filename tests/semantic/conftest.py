@@ -90,7 +90,7 @@ def gateway_factory():
     made: list[Gateway] = []
 
     def make(settings: Settings, **kw) -> Gateway:
-        gateway = Gateway(settings, **kw)
+        gateway = Gateway(settings.embeddings, **kw)
         made.append(gateway)
         return gateway
 

@@ -255,10 +255,11 @@ def test_the_key_is_not_in_the_settings_listing(capsys, monkeypatch, tmp_path):
 
 def test_module_functions_share_one_gateway_per_configuration(db_url, fake, conn, ledger):
     s = fake_settings(db_url, fake)
-    assert gw.gateway_for(s) is gw.gateway_for(s.model_copy())
-    assert gw.gateway_for(s) is not gw.gateway_for(s.model_copy(update={"embeddings_batch_size": 3}))
-    assert gw.embed_query(conn, 9, "hello", settings=s) == pytest.approx(fake_vector("hello", FAKE_DIMS))
-    assert len(gw.embed_documents(conn, 9, ["a", "b"], "message", settings=s)) == 2
+    e = s.embeddings
+    assert gw.gateway_for(e) is gw.gateway_for(e.model_copy())
+    assert gw.gateway_for(e) is not gw.gateway_for(e.model_copy(update={"embeddings_batch_size": 3}))
+    assert gw.embed_query(conn, 9, "hello", embeddings=e) == pytest.approx(fake_vector("hello", FAKE_DIMS))
+    assert len(gw.embed_documents(conn, 9, ["a", "b"], "message", embeddings=e)) == 2
     assert [(r["workspace_id"], r["purpose"]) for r in ledger()] == [(9, "query"), (9, "message")]
 
 
