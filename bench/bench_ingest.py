@@ -25,10 +25,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
+from fastapi.testclient import TestClient  # noqa: E402
+
 from bench_sessions import fresh_database, loadavg, log  # noqa: E402
 from backscroll.access.auth import TokenKind, create_token  # noqa: E402
+from backscroll.app import create_app  # noqa: E402
+from backscroll.config import Settings  # noqa: E402
 from backscroll.store.db import connect, start_embedded  # noqa: E402
-from tests.world import bearer, client  # noqa: E402
 
 WORDS = ("invoice harbour booking venue dinner transfer room guest wedding menu late early quiet garden "
          "terrace price refund deposit flight arrival").split()
@@ -44,6 +47,15 @@ def fresh(server_url: str, name: str) -> tuple[str, str]:
         ws = conn.execute("insert into workspaces (slug, name) values ('bench', 'Bench') returning id").fetchone()["id"]
         _, secret = create_token(conn, TokenKind.ingest, workspace_id=ws)
     return url, secret
+
+
+def client(url: str) -> TestClient:
+    """The application in this process, as the API serves it, on the benchmark's database."""
+    return TestClient(create_app(Settings(database_url=url), url), raise_server_exceptions=False)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def conversation(key: str) -> dict:
