@@ -110,8 +110,8 @@ SETTLE_JOBS = "delete from embedding_outbox where message_id = any(%(ids)s::bigi
 # A vector the worker stored meanwhile is newer than ours: keep it.
 STORE = """
 insert into message_embeddings (message_id, model, embedding)
-select u.message_id, %(model)s, u.embedding::vector
-  from unnest(%(ids)s::bigint[], %(vectors)s::text[]) as u(message_id, embedding)
+select u.message_id, %(model)s, u.embedding
+  from unnest(%(ids)s::bigint[], %(vectors)b::vector[]) as u(message_id, embedding)
 on conflict (message_id, model) do nothing
 """
 SAVE_POSITION = """
@@ -305,7 +305,7 @@ class Backfill:
             done, failed = self._embed(ws.id, rows)
             if done:
                 self.conn.execute(STORE, {"model": model, "ids": list(done),
-                                          "vectors": [vectors.literal(v) for v in done.values()]})
+                                          "vectors": [vectors.param(self.conn, v) for v in done.values()]})
                 self.conn.execute(SETTLE_JOBS, {"ids": [i for i in done if i in held]})
             if failed:
                 self.conn.execute(HAND_TO_OUTBOX, {"ids": list(failed), "errors": list(failed.values()),

@@ -11,6 +11,10 @@ parameter of an unnamed statement, which psycopg uses with prepared statements o
 `(e.embedding::vector(D)) <=> query`. `distance(dims)` writes that expression. A query never
 compares vectors of two models: the model is in the predicate and the cast fixes the size.
 
+Vectors travel in pgvector's binary form (pgvector-python's adapter): a query vector or the
+vectors the worker and the backfill store are bound through `param`, which makes sure the
+connection knows the type (`store.db.adapt_vectors`), never written out as text.
+
 A filtered HNSW scan (only this reader's agents, only eligible messages) returns too few rows
 without pgvector's iterative scan: the index hands over its ef_search nearest and the filter drops
 most of them. `use_iterative_scan` turns it on for the current transaction.
@@ -26,10 +30,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import psycopg
+from pgvector import Vector
 from psycopg import sql
+from psycopg.adapt import PyFormat
 
 from ..config import Settings, setting
 from ..errors import BackscrollError, Conflict
+from ..store.db import adapt_vectors
 from ..store.migrate import ADVISORY_LOCK_ID
 
 log = logging.getLogger(__name__)
@@ -151,10 +158,11 @@ def get_model(conn: psycopg.Connection, model: str) -> Model:
 
 
 def distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.Composed:
-    """`(e.embedding::vector(D)) <=> %(query_vector)s::vector(D)`: the cosine distance, written as the
-    model's index expression so the planner can use that index."""
+    """`(e.embedding::vector(D)) <=> %(query_vector)b::vector(D)`: the cosine distance, written as the
+    model's index expression so the planner can use that index; the query vector is bound with
+    `param`, in binary (`%b`), and the cast checks its size."""
     return sql.SQL("({col}.embedding::vector({dims})) <=> {param}::vector({dims})").format(
-        col=sql.Identifier(column), dims=sql.Literal(dims), param=sql.Placeholder(query))
+        col=sql.Identifier(column), dims=sql.Literal(dims), param=_binary(query))
 
 
 def exact_distance(dims: int, column: str = "e", query: str = "query_vector") -> sql.Composed:
@@ -163,7 +171,12 @@ def exact_distance(dims: int, column: str = "e", query: str = "query_vector") ->
     minus the inner product is the cosine distance, at about half the arithmetic of `<=>`, which
     a scan of thousands of vectors feels. An index walk keeps `distance`, its index's expression."""
     return sql.SQL("1 + (({col}.embedding::vector({dims})) <#> {param}::vector({dims}))").format(
-        col=sql.Identifier(column), dims=sql.Literal(dims), param=sql.Placeholder(query))
+        col=sql.Identifier(column), dims=sql.Literal(dims), param=_binary(query))
+
+
+def _binary(name: str) -> sql.Placeholder:
+    """`%(name)b`: a vector parameter is sent in binary whatever else its connection can dump."""
+    return sql.Placeholder(name, PyFormat.BINARY)
 
 
 def ef_search_for(settings: Settings | None) -> int:
@@ -180,9 +193,12 @@ def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = Non
     conn.execute(ITERATIVE_SCAN, {"ef_search": str(ef_search), "max_scan_tuples": str(max_scan_tuples)})
 
 
-def literal(vector: Sequence[float]) -> str:
-    """A vector in pgvector's text form, for a `%s::vector` parameter."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+def param(conn: psycopg.Connection, vector: Sequence[float]) -> Vector:
+    """`vector` as a parameter of a statement run on `conn` (alone, or in a list for a
+    `vector[]`), in pgvector's binary form where the statement says `%(name)b` (a list of them
+    as `%s` would go as text); `conn` learns the type first if it has not."""
+    adapt_vectors(conn)
+    return Vector(list(vector))
 
 
 def coverage(embedded: int, total: int) -> float:

@@ -54,8 +54,8 @@ select o.message_id, o.attempts, c.workspace_id, m.body, m.role::text as role, c
 """
 STORE = """
 insert into message_embeddings (message_id, model, embedding)
-select u.message_id, %(model)s, u.embedding::vector
-  from unnest(%(ids)s::bigint[], %(vectors)s::text[]) as u(message_id, embedding)
+select u.message_id, %(model)s, u.embedding
+  from unnest(%(ids)s::bigint[], %(vectors)b::vector[]) as u(message_id, embedding)
 on conflict (message_id, model) do update set embedding = excluded.embedding, embedded_at = now()
 """
 DONE = "delete from embedding_outbox where message_id = any(%(ids)s::bigint[])"
@@ -294,7 +294,7 @@ class Worker:
     def _finish(self, done: dict, failed: dict, postponed: list[int], unreachable: GatewayError | None) -> None:
         if done:
             self.conn.execute(STORE, {"model": self.model.model, "ids": list(done),
-                                      "vectors": [vectors.literal(v) for v in done.values()]})
+                                      "vectors": [vectors.param(self.conn, v) for v in done.values()]})
             self.conn.execute(DONE, {"ids": list(done)})
             self.stats.embedded += len(done)
             self.metrics.embedded.labels(model=self.model.model).inc(len(done))

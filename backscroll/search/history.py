@@ -24,7 +24,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from ..config import Settings, setting
 from ..embeddings.gateway import Gateway
-from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, param, use_iterative_scan
 from ..errors import NotFound
 from ..vocabulary import Prose, Text
 from . import hybrid, ranking
@@ -226,7 +226,7 @@ def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
     with conn.transaction():
         if shape == "hnsw":
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
-        return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": literal(qv.vector),
+        return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": param(conn, qv.vector),
                                         "vector_k": hybrid.VECTOR_K, "public_cap": public_cap}).fetchall()
 
 

@@ -55,9 +55,11 @@ def rrf_sql(lexical: str, vector: str) -> str:
     """The reciprocal-rank-fusion score in SQL, k bound as %(rrf_k)s: the sum over the two lists
     of weight / (k + the row's 1-based rank there), a list that does not hold the row adding
     nothing (its rank is null). The lexical list's weight is %(rrf_lexical_weight)s
-    (`hybrid_lexical_weight`), the vector list's 1. The one formula both searches fuse with."""
-    return (f"coalesce(%(rrf_lexical_weight)s::float8 / (%(rrf_k)s + {lexical}), 0)"
-            f" + coalesce(1.0::float8 / (%(rrf_k)s + {vector}), 0)")
+    (`hybrid_lexical_weight`), the vector list's 1. The one formula both searches fuse with;
+    `lexical` and `vector` are the columns holding a row's rank in each list."""
+    return compose("coalesce(%(rrf_lexical_weight)s::float8 / (%(rrf_k)s + <<LEXICAL_RANK>>), 0)"
+                   " + coalesce(1.0::float8 / (%(rrf_k)s + <<VECTOR_RANK>>), 0)",
+                   LEXICAL_RANK=lexical, VECTOR_RANK=vector)
 
 
 def exact_scope(settings: Settings | None, docs: int) -> bool:

@@ -16,7 +16,7 @@ from psycopg import sql
 from ..access.auth import Principal
 from ..config import Settings, setting
 from ..embeddings.gateway import Gateway
-from ..embeddings.vectors import distance, ef_search_for, exact_distance, literal, use_iterative_scan
+from ..embeddings.vectors import distance, ef_search_for, exact_distance, param, use_iterative_scan
 from ..errors import BadRequest, NotFound
 from ..vocabulary import MAX_ID, nfc
 from . import hybrid, ranking
@@ -191,7 +191,7 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
         if not exact:
             use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
         return conn.execute(statement, {
-            "model": qv.model.model, "query_vector": literal(qv.vector), "vector_k": hybrid.VECTOR_K,
+            "model": qv.model.model, "query_vector": param(conn, qv.vector), "vector_k": hybrid.VECTOR_K,
             "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent,
         }).fetchall()
 

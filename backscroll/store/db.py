@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import psycopg
+from pgvector.psycopg.vector import register_vector_info
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
+from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..config import DatabaseSettings
@@ -137,6 +139,19 @@ def connect(url: str, *, autocommit: bool = False, statement_timeout_ms: int | N
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, **options)
 
 
+def adapt_vectors(conn: psycopg.Connection) -> None:
+    """Teach `conn` pgvector's `vector` type, once: vectors then travel in pgvector's binary form
+    (parameters, `vector[]` arrays, results). Before the migrations have created the extension
+    there is no type to learn and `conn` is left as it is: the pool asks when it opens a
+    connection, and the code that binds a vector asks again (`embeddings.vectors.param`), so a
+    connection opened before the extension existed (the worker's, waiting for migrations) learns
+    it there. A connection that knows it asks nothing (one lookup in its own type registry)."""
+    if conn.adapters.types.get("vector") is None:
+        info = TypeInfo.fetch(conn, "vector")
+        if info is not None:
+            register_vector_info(conn, info)
+
+
 FIRST_RETRY_S = 0.5
 
 
@@ -180,6 +195,7 @@ def make_pool(url: str, database: DatabaseSettings, name: str = "backscroll") ->
         kwargs=session_kwargs(database.statement_timeout_ms, database.query_parallel_workers),
         open=True,
         name=name,
+        configure=adapt_vectors,
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from backscroll.search import history, hybrid
 from backscroll.embeddings import local_embeddings
 from backscroll.embeddings.local_embeddings import LocalEmbeddings
-from backscroll.embeddings.vectors import literal, register_model
+from backscroll.embeddings.vectors import param, register_model
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, side_taken
 from tests.audit import audited
 from tests.world import World
@@ -73,8 +73,8 @@ def embed_missing(w: World, gateway, model: str = local_embeddings.MODEL, *, onl
         return 0
     vectors = gateway.embed_documents(w.conn, rows[0]["workspace_id"], [r["body"] for r in rows], "backfill")
     for r, v in zip(rows, vectors):
-        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s::vector)",
-                       (r["message_id"], model, literal(v)))
+        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s)",
+                       (r["message_id"], model, param(w.conn, v)))
     return len(rows)
 
 
@@ -228,8 +228,8 @@ def _other_model_rows(w: World, model: str = FAKE_MODEL, dims: int = FAKE_DIMS) 
     for r in w.conn.execute("select message_id from message_search where tsv <> ''::tsvector").fetchall():
         raw = [rng.uniform(-1, 1) for _ in range(dims)]
         vector = [x / sum(y * y for y in raw) ** 0.5 for x in raw]  # unit length, as the gateway stores
-        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s::vector)"
-                       " on conflict do nothing", (r["message_id"], model, literal(vector)))
+        w.conn.execute("insert into message_embeddings (message_id, model, embedding) values (%s, %s, %s)"
+                       " on conflict do nothing", (r["message_id"], model, param(w.conn, vector)))
 
 
 def test_vectors_of_another_model_are_never_compared(town, e5):

@@ -102,8 +102,8 @@ def _seed(world, agents: int, per_agent: int, dims: int, model: str) -> list[int
         ids += [r["id"] for r in rows]
     world.conn.execute(
         "insert into message_embeddings (message_id, model, embedding) "
-        "select u.id, %s, l2_normalize(u.v::vector) from unnest(%s::bigint[], %s::text[]) as u(id, v)",
-        (model, ids, [vectors.literal([rng.gauss(0, 1) for _ in range(dims)]) for _ in ids]))
+        "select u.id, %s, l2_normalize(u.v) from unnest(%s::bigint[], %s::vector[]) as u(id, v)",
+        (model, ids, [vectors.param(world.conn, [rng.gauss(0, 1) for _ in range(dims)]) for _ in ids]))
     world.conn.execute("analyze message_embeddings")
     assert ws
     return ids
@@ -117,7 +117,7 @@ def _nearest(world, model: str, dims: int, agent: int | None, iterative: bool, k
           join message_search s on s.message_id = e.message_id
          where e.model = %(model)s and (%(agent)s::bigint is null or s.agent_id = %(agent)s)
          order by {distance} limit %(k)s""").format(distance=vectors.distance(dims))
-    params = {"model": model, "agent": agent, "k": k, "query_vector": vectors.literal([1.0] + [0.0] * (dims - 1))}
+    params = {"model": model, "agent": agent, "k": k, "query_vector": vectors.param(world.conn, [1.0] + [0.0] * (dims - 1))}
     with world.conn.transaction():
         # A small table, where sorting everything is cheap: the point here is the index path.
         world.conn.execute("set local enable_seqscan = off")
@@ -171,7 +171,7 @@ def test_the_exact_scans_distance_is_the_cosine_distance(world):
 
     register_model(world.url, "small-4", 4)
     _seed(world, 2, 30, 4, "small-4")
-    query = vectors.literal([0.5, -0.5, 0.5, 0.5])
+    query = vectors.param(world.conn, [0.5, -0.5, 0.5, 0.5])
     rows = world.conn.execute(sql.SQL(
         "select e.message_id, {cosine} as cosine, {exact} as exact from message_embeddings e"
         " where e.model = 'small-4' order by {exact}, e.message_id").format(
@@ -209,3 +209,57 @@ def test_a_vector_carries_its_messages_public_agent_and_follows_its_audience(wor
                        " on conflict (message_id, model) do update set embedding = excluded.embedding",
                        (said_to_one, fake_model))
     assert public_agents()[said_to_one] == agent
+
+
+def test_vectors_are_bound_in_binary_and_store_what_their_text_form_did(world, fake_model):
+    """The worker's batch (`worker.STORE`, the backfill's alike) and a query vector reach
+    PostgreSQL in pgvector's binary form (`vectors.param`, pgvector-python's adapter), and
+    PostgreSQL holds the same float4s as from the text literal they replaced (each float's repr):
+    what is stored and how it ranks are unchanged."""
+    from pgvector import Vector
+    from psycopg.adapt import PyFormat, Transformer
+    from psycopg.pq import Format
+
+    from backscroll.embeddings import worker
+    from tests.semantic.conftest import FAKE_DIMS
+
+    c = world.conversation("acme", "concierge", "t1")
+    ids = [world.message("acme", c, f"message {i}") for i in range(40)]
+    rng = random.Random(3)
+    raw = [[rng.gauss(0, 1) for _ in range(FAKE_DIMS)] for _ in ids]
+    units = [[x / sum(y * y for y in v) ** 0.5 for x in v] for v in raw]
+    bound = [vectors.param(world.conn, v) for v in units]
+    world.conn.execute(worker.STORE, {"model": fake_model, "ids": ids, "vectors": bound})
+    texts = ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in units]
+    same = world.conn.execute(
+        "select bool_and(e.embedding = u.t::vector) as same, count(*) as n from message_embeddings e"
+        " join unnest(%s::bigint[], %s::text[]) as u(id, t) on u.id = e.message_id", (ids, texts)).fetchone()
+    assert (same["same"], same["n"]) == (True, len(ids))
+    tx = Transformer(world.conn)
+    assert tx.get_dumper(bound[0], PyFormat.BINARY).format == Format.BINARY
+    assert tx.get_dumper(bound, PyFormat.BINARY).oid == world.conn.adapters.types.get("vector").array_oid
+    assert "%(vectors)b::vector[]" in worker.STORE and "%(query_vector)b" in vectors.distance(8).as_string(world.conn)
+    back = world.conn.execute("select embedding from message_embeddings where message_id = %s", (ids[0],)).fetchone()
+    assert isinstance(back["embedding"], Vector) and back["embedding"] == bound[0]  # read back: the adapter's type
+
+
+def test_a_connection_opened_before_the_extension_learns_the_type_when_it_binds_a_vector(empty_db_url):
+    """The pool teaches each connection the type when it opens it (`db.adapt_vectors`); one
+    opened before the migrations created the extension (the worker's, waiting for them) learns
+    it when it first binds a vector."""
+    from backscroll.store import db
+
+    with psycopg.connect(empty_db_url, autocommit=True) as early:
+        db.adapt_vectors(early)
+        assert early.adapters.types.get("vector") is None
+        early.execute("create extension vector")
+        v = vectors.param(early, [1, 0.5, -2])
+        assert early.execute("select %s::text", (v,)).fetchone()[0] == "[1,0.5,-2]"
+
+
+def test_the_pool_opens_connections_that_know_the_vector_type(db_url):
+    from tests.semantic.conftest import settings_for
+    from backscroll.store.db import make_pool
+
+    with make_pool(db_url, settings_for(db_url).database) as pool, pool.connection() as conn:
+        assert conn.adapters.types.get("vector") is not None

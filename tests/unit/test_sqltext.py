@@ -91,6 +91,7 @@ def test_every_module_level_statement_is_composed():
 
 
 def test_the_statements_built_at_call_time_are_composed():
-    from backscroll.search import ranking, sessions_sql
-    for text in (ranking.bm25_scores("matches"), sessions_sql._exact_scan(sessions_sql.SEMANTIC_OWN_ARM)):
+    from backscroll.search import hybrid, ranking, sessions_sql
+    for text in (ranking.bm25_scores("matches"), sessions_sql._exact_scan(sessions_sql.SEMANTIC_OWN_ARM),
+                 hybrid.rrf_sql("l.rank", "v.rank")):
         assert not LOOKS_LIKE_PLACEHOLDER.search(text)
