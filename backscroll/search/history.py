@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Iterator
 
 import psycopg
@@ -104,6 +105,10 @@ class Turn:
         return {"d_conversation": self.conversation_id, "d_kind": self.audience_kind,
                 "d_namespace": self.audience_namespace, "d_readers": list(self.audience_readers)}
 
+    def lineage_params(self) -> dict:
+        """What a lineage verdict into the destination binds."""
+        return {"agent": self.agent_id, **self.destination_params()}
+
 
 @contextmanager
 def generic_plans(conn: psycopg.Connection) -> Iterator[None]:
@@ -139,6 +144,14 @@ class SearchTurn:
     in_context: list[int]      # every message the turn has seen (evidence_ids)
     requester_ids: list[int]   # the requester and whoever is verifiably linked to them
     audiences: list[int]       # the audience keys its destination may receive (migration 0027)
+
+    def params(self) -> dict:
+        """The perspective every statement of the search binds: the agent, the destination, what
+        the turn has seen and who the requester is."""
+        t = self.turn
+        return {"cfg": t.ts_config, "agent": t.agent_id, "ws": t.workspace_id, "dest": t.conversation_id,
+                "in_context": self.in_context, "requester_ids": self.requester_ids, "audiences": self.audiences,
+                **t.destination_params()}
 
 
 def load_search_turn(conn: psycopg.Connection, workspace_id: int, turn_id: int) -> SearchTurn:
@@ -196,17 +209,17 @@ def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
     return "public" if turn.audience_kind == "public" else "hnsw"
 
 
-def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> dict:
+def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> MatchFloor:
     """A fused search's lexical list admits only messages matching `share` of the query's
-    (weighted) words, when it has ranking.MIN_MATCH_TERMS of them: the parameters that say so
-    (none for shorter queries, or a share of 0). A term no message contains still counts (a query whose words mostly occur nowhere
+    (weighted) words, when it has ranking.MIN_MATCH_TERMS of them: the floor that says so
+    (no floor for shorter queries, or a share of 0). A term no message contains still counts (a query whose words mostly occur nowhere
     is a paraphrase: its lexical list should be strict), but as a term of one message, not as
     more than any term that does occur."""
     if len(terms) < ranking.MIN_MATCH_TERMS or share <= 0:
-        return {}
+        return MatchFloor.none(terms)
     weights = [(ranking.idf(stats.docs, max(df, 1)) if MIN_MATCH_WEIGHTED else 1.0) if has else 0.0
                for df, has in zip(stats.term_df, stats.term_has_lexemes)]
-    return {"term_weights": weights, "min_mass": ranking.match_floor(weights, share)}
+    return MatchFloor(ranking.match_floor(weights, share), weights)
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
@@ -230,132 +243,281 @@ def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
                                         "vector_k": hybrid.VECTOR_K, "public_cap": public_cap}).fetchall()
 
 
-def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
-                   request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
-                   gateway: Gateway | None = None, rank: ranking.Ranking | None = None,
-                   side: hybrid.SideConnection | None = None) -> dict:
-    """Run one search for a turn; record its results as evidence and write its audit row.
+# ---------------------------------------------------------------------------------------------
+# The steps of a search, in order (search_history, at the end, runs them), and what each hands on.
+# A statement binds the groups of parameters it reads: the turn's perspective (SearchTurn.params),
+# the filters (Narrowing), the query's terms (Terms), scoring and fusion (Scoring, Lists) and the
+# match floor (MatchFloor); their names are the statements' own (history_sql).
 
-    Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
-    without settings or without a model. The lexical ranking is `rank`, else the settings'. With
-    `side` (where a second connection may come from), the vector list is produced there while
-    this connection reads the lexical list."""
-    rank = rank or ranking.Ranking.from_settings(settings)
-    bound = load_search_turn(conn, workspace_id, request.turn_id)
-    turn, in_context, requester_ids, audiences = bound.turn, bound.in_context, bound.requester_ids, bound.audiences
-    if agent_ids is not None and turn.agent_id not in agent_ids:
-        raise NotFound(f"no turn {request.turn_id}")
+
+def resolve_turn(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
+                 turn_id: int) -> SearchTurn:
+    """The turn, its destination and the perspective it searches with; a turn of an agent outside
+    the caller's is not found."""
+    bound = load_search_turn(conn, workspace_id, turn_id)
+    if agent_ids is not None and bound.turn.agent_id not in agent_ids:
+        raise NotFound(f"no turn {turn_id}")
+    return bound
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The turn's evidence as this search finds it, and the hits it ranks."""
+    requested: int  # hits asked for, clamped
+    used: int       # messages the turn holds as evidence already
+    effective: int  # hits ranked: as many as the rest of the budget holds, MESSAGES_PER_HIT each
+
+    @property
+    def exhausted(self) -> bool:
+        return EVIDENCE_CAP - self.used <= 0
+
+
+def decide_budget(bound: SearchTurn, request: SearchRequest) -> Budget:
     requested = clamp_limit(request.limit, LIMIT_DEFAULT, LIMIT_MAX)
-    used = len(in_context)
+    used = len(bound.in_context)
     remaining = EVIDENCE_CAP - used
-    filters_json = request.filters.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    qv = hybrid.QueryVector(hybrid.LEXICAL)
+    return Budget(requested, used, max(1, min(requested, remaining // MESSAGES_PER_HIT)) if remaining > 0 else 0)
 
-    def audit_row(status: str, effective: int, selected: list[dict], exclusions: dict) -> dict:
+
+@dataclass(frozen=True)
+class Audit:
+    """What the search's audit row says of the request, whatever the outcome."""
+    turn: Turn
+    digest: bytes | None
+    filters: dict   # the filters as given (defaults left out)
+    requested: int
+
+    @classmethod
+    def of(cls, bound: SearchTurn, request: SearchRequest, digest: bytes | None, budget: Budget) -> Audit:
+        filters = request.filters.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        return cls(bound.turn, digest, filters, budget.requested)
+
+    def row(self, status: str, effective: int, qv: hybrid.QueryVector, selected: list[dict],
+            exclusions: dict) -> dict:
         return {
-            "turn": turn.id, "digest": digest, "filters": Jsonb(filters_json),
-            "destination": Jsonb(turn.destination), "requested": requested, "effective": effective,
+            "turn": self.turn.id, "digest": self.digest, "filters": Jsonb(self.filters),
+            "destination": Jsonb(self.turn.destination), "requested": self.requested, "effective": effective,
             "status": status, "mode": qv.mode, "degradation": hybrid.category(qv),
             "selected": Jsonb(selected), "exclusions": Jsonb(exclusions),
         }
 
-    if remaining <= 0:
-        conn.execute(INSERT_AUDIT, audit_row("search_budget_exhausted", 0, [], {k: 0 for k in EXCLUSION_KEYS}),
-                     prepare=True)
-        return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
-                "budget": {"evidence": used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None,
-                "ranking": rank.method}
 
-    # The one query embedding (a gateway call attributed to the searcher's workspace), or why
-    # not: under way while the identities, statistics and recent window are read.
-    pending = hybrid.start_embedding(conn, settings, request.query, gateway=gateway)
+def budget_exhausted(conn: psycopg.Connection, audit: Audit, budget: Budget, rank: ranking.Ranking) -> dict:
+    """A turn whose evidence is at the cap searches nothing: its audit row says so."""
+    qv = hybrid.QueryVector(hybrid.LEXICAL)
+    conn.execute(INSERT_AUDIT, audit.row("search_budget_exhausted", 0, qv, [], {k: 0 for k in EXCLUSION_KEYS}),
+                 prepare=True)
+    return {"message_ids": [], "hits": [], "status": "search_budget_exhausted",
+            "budget": {"evidence": budget.used, "cap": EVIDENCE_CAP}, "mode": qv.mode, "degradation": None,
+            "ranking": rank.method}
 
-    effective = max(1, min(requested, remaining // MESSAGES_PER_HIT))
-    speakers = _speakers(conn, turn, request.filters, requester_ids)
+
+@dataclass(frozen=True)
+class Narrowing:
+    """The request's filters, as every candidate list binds them."""
+    only_speakers: list[int] | None  # None: no speaker filter; []: one that resolves to nobody
+    filters: Filters
+
+    def params(self) -> dict:
+        f = self.filters
+        return {"only_speakers": self.only_speakers, "f_conversation": f.conversation_id,
+                "f_connector": f.connector, "f_since": f.since, "f_until": f.until}
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The query as the lexical list reads it: the terms that count, those candidates are read
+    from (the rarest), the recent window they are read in, and the ranking's statistics."""
+    words: list[str]
+    generating: list[str]
+    since: datetime | None
+    walk: bool
+    stats: ranking.QueryStats
+    rank: ranking.Ranking
+
+    def params(self) -> dict:
+        return {"terms": self.words, "gen_terms": self.generating, "pool": self.rank.pool or None,
+                "since": self.since, "walk": self.walk, **self.stats.params(self.rank)}
+
+
+@dataclass(frozen=True)
+class MatchFloor:
+    """How much of the query's (weighted) words a lexical match must hold (`_min_match`)."""
+    min_mass: float
+    term_weights: list[float]
+
+    @classmethod
+    def none(cls, terms: list[str]) -> MatchFloor:
+        return cls(0.0, [0.0] * len(terms))
+
+    def params(self) -> dict:
+        return {"min_mass": self.min_mass, "term_weights": self.term_weights}
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How the ranking statement scores, fuses and cuts."""
+    limit: int
+    lexical_weight: float  # the lexical list's weight in the fusion
+
+    def params(self) -> dict:
+        return {"half_life": RECENCY_HALF_LIFE_DAYS, "w_recency": WEIGHTS["recency"],
+                "w_requester": WEIGHTS["requester_spoke"], "w_same": WEIGHTS["same_conversation"],
+                "limit": self.limit, "ceiling": COUNTING_CEILING, "rrf_k": hybrid.RRF_K,
+                "rrf_lexical_weight": self.lexical_weight}
+
+
+@dataclass(frozen=True)
+class Lists:
+    """The candidate lists the hybrid sequence produced."""
+    qv: hybrid.QueryVector
+    vector_ids: list[int]        # nearest first; empty when there is no usable query vector
+    lexical: list[dict] | None   # read beside the vector list; None: the ranking statement reads it
+
+    @property
+    def fused(self) -> bool:
+        return bool(self.vector_ids)
+
+    def params(self) -> dict:
+        return {"vector_ids": self.vector_ids, "fused": self.fused}
+
+
+@dataclass(frozen=True)
+class Query:
+    """Everything the candidate lists and the ranking statement are read with."""
+    bound: SearchTurn
+    narrowing: Narrowing
+    terms: Terms
+    scoring: Scoring
+    strict: MatchFloor  # the fused lexical list's floor
+    shape: str          # which statement produces the vector list (vector_shape)
+
+    def vector_params(self) -> dict:
+        return {**self.bound.params(), **self.narrowing.params()}
+
+    def params(self, floor: MatchFloor, lists: Lists | None = None) -> dict:
+        return {**self.bound.params(), **self.narrowing.params(), **self.scoring.params(), **self.terms.params(),
+                **floor.params(), **(lists.params() if lists is not None else {})}
+
+
+def plan_query(conn: psycopg.Connection, bound: SearchTurn, request: SearchRequest, budget: Budget,
+               rank: ranking.Ranking, settings: Settings | None) -> Query:
+    """The speakers a filter names, the query's statistics over the receivable audiences and the
+    recent window its candidates are read from."""
+    turn = bound.turn
+    narrowing = Narrowing(_speakers(conn, turn, request.filters, bound.requester_ids), request.filters)
     stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, split_terms(request.query), settings,
-                                query=request.query, audiences=audiences)
-    terms = list(stats.terms)
+                                query=request.query, audiences=bound.audiences)
+    words = list(stats.terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
-    generating = [terms[i] for i in chosen]
     matches = sum(stats.term_df[i] for i in chosen)
     since = ranking.recent_window_start(conn, turn.workspace_id, [turn.agent_id], matches, stats.docs, rank.pool,
-                                        audiences)
-    f = request.filters
-    params = {
-        "cfg": turn.ts_config, "terms": terms, "agent": turn.agent_id, "ws": turn.workspace_id,
-        "dest": turn.conversation_id, "in_context": in_context, "requester_ids": requester_ids, "audiences": audiences,
-        "only_speakers": speakers, "f_conversation": f.conversation_id, "f_connector": f.connector,
-        "f_since": f.since, "f_until": f.until, "half_life": RECENCY_HALF_LIFE_DAYS,
-        "w_recency": WEIGHTS["recency"], "w_requester": WEIGHTS["requester_spoke"],
-        "w_same": WEIGHTS["same_conversation"], "limit": effective, "ceiling": COUNTING_CEILING,
-        "rrf_k": hybrid.RRF_K, "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"),
-        "vector_ids": [], "fused": False, "min_mass": 0.0,
-        "term_weights": [0.0] * len(terms),
-        "gen_terms": generating, "pool": rank.pool or None, "since": since,
-        "walk": ranking.walk_window(since, matches, stats.docs, rank.pool), **stats.params(rank),
-        **turn.destination_params(),
-    }
-    shape = vector_shape(turn, stats.docs, settings)
-    vector_params = dict(params)  # a copy: the side thread reads it while this one updates `params`
+                                        bound.audiences)
+    terms = Terms(words, [words[i] for i in chosen], since, ranking.walk_window(since, matches, stats.docs, rank.pool),
+                  stats, rank)
+    return Query(bound, narrowing, terms, Scoring(budget.effective, setting(settings, "hybrid_lexical_weight")),
+                 _min_match(stats, words, setting(settings, "hybrid_min_match_share")),
+                 vector_shape(turn, stats.docs, settings))
+
+
+def gather_lists(conn: psycopg.Connection, query: Query, pending: hybrid.PendingVector,
+                 side: hybrid.SideConnection | None, settings: Settings | None) -> Lists:
+    """The vector list and, when it is produced beside, the lexical list read here meanwhile:
+    strict, as a fused search reads it (`fuse` reads it again if the fusion then does not happen)."""
+    turn, vector_params, shape = query.bound.turn, query.vector_params(), query.shape
 
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[int]:
         return _vector_candidates(c, usable, vector_params, settings, shape)
 
-    strict = _min_match(stats, terms, setting(settings, "hybrid_min_match_share"))
-
     def lexical_list() -> list[dict]:
-        # Read while the vector list is produced beside it: strict, as a fused search reads it,
-        # unless the fusion then does not happen.
-        params.update(strict)
-        return conn.execute(LEXICAL_LIST, params).fetchall() if terms else []
+        return conn.execute(LEXICAL_LIST, query.params(query.strict)).fetchall() if query.terms.words else []
 
     lists = hybrid.gather(conn, pending, side, turn.workspace_id, [turn.agent_id],
-                          lexical=lexical_list, vector_list=vector_list, audiences=audiences)
-    qv, statement = lists.qv, SEARCH
-    params.update(vector_ids=lists.vectors or [], fused=bool(lists.vectors))
+                          lexical=lexical_list, vector_list=vector_list, audiences=query.bound.audiences)
+    return Lists(lists.qv, lists.vectors or [], lists.lexical)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The ranking statement's answer: the eligible hits, best first, and the audit's exclusion
+    counts (`lineage` and `below_cutoff` completed by the budget)."""
+    qv: hybrid.QueryVector
+    hits: list[dict]
+    counts: dict[str, int]
+
+    @property
+    def hit_ids(self) -> list[int]:
+        return [h["id"] for h in self.hits]
+
+
+def _listed(lexical: list[dict]) -> dict:
+    """A lexical list read beforehand, as SEARCH_LISTED binds it."""
+    return {"lexical_ids": [r["message_id"] for r in lexical],
+            "lexical_conversations": [r["conversation_id"] for r in lexical],
+            "lexical_created": [r["created_at"] for r in lexical], "lexical_scores": [r["lexical"] for r in lexical]}
+
+
+def fuse(conn: psycopg.Connection, query: Query, lists: Lists) -> Ranked:
+    """Rank the eligible candidates: the lexical list (read here, or inside the statement) fused
+    with the vector list by reciprocal rank, or ranked alone; then count what was excluded."""
+    floor = query.strict if lists.fused else MatchFloor.none(query.terms.words)
+    statement, listed = SEARCH, {}
     if lists.lexical is not None:
         lexical = lists.lexical
-        if not params["fused"] and params["min_mass"] > 0:
-            params.update(min_mass=0.0, term_weights=[0.0] * len(terms))
-            lexical = conn.execute(LEXICAL_LIST, params).fetchall()
-        statement = SEARCH_LISTED
-        params.update(lexical_ids=[r["message_id"] for r in lexical],
-                      lexical_conversations=[r["conversation_id"] for r in lexical],
-                      lexical_created=[r["created_at"] for r in lexical],
-                      lexical_scores=[r["lexical"] for r in lexical])
-    elif params["fused"]:
-        params.update(strict)
-    rows = conn.execute(statement, params).fetchall() if terms or params["vector_ids"] else []
+        if not lists.fused and query.strict.min_mass > 0:
+            lexical = conn.execute(LEXICAL_LIST, query.params(floor, lists)).fetchall()
+        statement, listed = SEARCH_LISTED, _listed(lexical)
+    params = {**query.params(floor, lists), **listed}
+    rows = conn.execute(statement, params).fetchall() if query.terms.words or lists.vector_ids else []
     hits = sorted((r for r in rows if r["row_kind"] == "hit"), key=lambda r: r["rank"])
     counts = {k: 0 for k in EXCLUSION_KEYS}
     for r in rows:
         if r["row_kind"] == "count" and r["outcome"] in counts:
             counts[r["outcome"]] = r["n"]
-    if terms:
+    if query.terms.words:
         # Matches outside the receivable audiences never entered the pool: counted for the audit
         # row alone, in the same window and under the same ceiling.
         for r in conn.execute(HIDDEN_EXCLUSIONS, params).fetchall():
             counts[r["outcome"]] += r["n"]
+    return Ranked(lists.qv, hits, counts)
 
-    hit_ids = [h["id"] for h in hits]
-    neighbour_rows = []
+
+Around = dict[int, dict[str, list[int]]]  # per hit, the ids of its neighbours "before" and "after"
+
+
+def neighbours_of(conn: psycopg.Connection, bound: SearchTurn, hit_ids: list[int]) -> Around:
+    """Up to NEIGHBOURS messages either side of each hit, under the hits' own predicates."""
+    rows = []
     if hit_ids:
         with generic_plans(conn):
-            neighbour_rows = conn.execute(NEIGHBOURS_SQL, {**params, "hits": hit_ids, "n": NEIGHBOURS},
-                                          prepare=True).fetchall()
-    around: dict[int, dict[str, list[int]]] = {h: {"before": [], "after": []} for h in hit_ids}
-    for r in neighbour_rows:
+            rows = conn.execute(NEIGHBOURS_SQL, {**bound.params(), "hits": hit_ids, "n": NEIGHBOURS},
+                                prepare=True).fetchall()
+    around: Around = {h: {"before": [], "after": []} for h in hit_ids}
+    for r in rows:
         around[r["hit"]][r["side"]].append(r["id"])
+    return around
 
-    # Admit hits in rank order while the turn's evidence stays under the cap. Each hit's lineage
-    # was allowed on its own; the reply's recheck walks the whole evidence set together, and a
-    # walk past the node cap denies all of it. So a hit is admitted only if the turn's evidence
-    # stays jointly deliverable with it (when it was deliverable to begin with).
+
+@dataclass(frozen=True)
+class Admitted:
+    hits: list[int]      # in rank order
+    evidence: list[int]  # the messages they add to the turn's evidence: each hit with its neighbours
+    status: str
+    jointly_denied: int  # hits whose lineage is not deliverable together with the turn's evidence
+
+
+def apply_budget(conn: psycopg.Connection, bound: SearchTurn, budget: Budget, hit_ids: list[int],
+                 around: Around) -> Admitted:
+    """Admit hits in rank order while the turn's evidence stays under the cap. Each hit's lineage
+    was allowed on its own; the reply's recheck walks the whole evidence set together, and a
+    walk past the node cap denies all of it. So a hit is admitted only if the turn's evidence
+    stays jointly deliverable with it (when it was deliverable to begin with)."""
+    in_context = bound.in_context
     admitted: list[int] = []
     evidence: list[int] = []
     seen = set(in_context)
     status = "ok"
-    lineage_params = {"agent": turn.agent_id, **turn.destination_params()}
+    lineage_params = bound.turn.lineage_params()
     # A lineage verdict can only turn from allowed to denied as roots are added (a larger set walks a
     # superset of nodes), so when everything this search could add is deliverable together with
     # the turn's evidence, so is every subset of it: one walk instead of one per hit. The hits are
@@ -367,43 +529,82 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     jointly_denied = 0
     for h in hit_ids:
         group = [m for m in [*around[h]["before"], h, *around[h]["after"]] if m not in seen and m not in evidence]
-        if used + len(evidence) + len(group) > EVIDENCE_CAP:
+        if budget.used + len(evidence) + len(group) > EVIDENCE_CAP:
             status = "search_budget_exhausted"
             break
         if guard_joint and not _jointly_allowed(conn, [*in_context, *evidence, *group], lineage_params):
-            counts["lineage"] += 1
             jointly_denied += 1
             continue
         admitted.append(h)
         evidence.extend(group)
+    return Admitted(admitted, evidence, status, jointly_denied)
 
-    by_id = {h["id"]: h for h in hits}
-    selected_audit = []
-    for h in admitted:
+
+def record(conn: psycopg.Connection, bound: SearchTurn, audit: Audit, budget: Budget, ranked: Ranked,
+           admitted: Admitted) -> dict[int, dict]:
+    """Write the audit row and record the evidence, in one statement; the admitted messages'
+    texts come back."""
+    by_id = {h["id"]: h for h in ranked.hits}
+    qv = ranked.qv
+    selected = []
+    for h in admitted.hits:
         row = by_id[h]
         inspectable = {"lexical": row["lexical"], "recency": row["recency"],
                        "requester_spoke": row["requester_spoke"], "same_conversation": row["same_conversation"]}
         if qv.usable:
             # Fused: the score is the RRF score; each list's rank is shown (null: not in that list).
             inspectable.update(lexical_rank=row["lexical_rank"], vector_rank=row["vector_rank"], rrf=row["rrf"])
-        selected_audit.append({"message_id": h, "score": row["rrf"] if qv.usable else row["score"],
-                               "features": inspectable})
+        selected.append({"message_id": h, "score": row["rrf"] if qv.usable else row["score"], "features": inspectable})
+    counts = dict(ranked.counts)
+    counts["lineage"] += admitted.jointly_denied
     # Hits cut by the budget were eligible and ranked but not shown.
-    counts["below_cutoff"] += len(hit_ids) - len(admitted) - jointly_denied
-    texts = {r["id"]: r for r in conn.execute(FINISH_SEARCH, {
-        "ids": evidence, "max_chars": TEXT_MAX_CHARS, "via": "search", **lineage_params,
-        **audit_row(status, effective, selected_audit, counts)}, prepare=True).fetchall()}
-    result_hits = []
-    for h in admitted:
+    counts["below_cutoff"] += len(ranked.hits) - len(admitted.hits) - admitted.jointly_denied
+    return {r["id"]: r for r in conn.execute(FINISH_SEARCH, {
+        "ids": admitted.evidence, "max_chars": TEXT_MAX_CHARS, "via": "search", **bound.turn.lineage_params(),
+        **audit.row(admitted.status, budget.effective, qv, selected, counts)}, prepare=True).fetchall()}
+
+
+def respond(texts: dict[int, dict], admitted: Admitted, around: Around, budget: Budget, qv: hybrid.QueryVector,
+            rank: ranking.Ranking) -> dict:
+    hits = []
+    for h in admitted.hits:
         neighbours = {side: [_hit(texts[m], None) for m in around[h][side] if m in texts]
                       for side in ("before", "after")}
-        result_hits.append(_hit(texts[h], neighbours))
+        hits.append(_hit(texts[h], neighbours))
     return {
-        "message_ids": evidence,
-        "hits": result_hits,
-        "status": status,
-        "budget": {"evidence": used + len(evidence), "cap": EVIDENCE_CAP},
+        "message_ids": admitted.evidence,
+        "hits": hits,
+        "status": admitted.status,
+        "budget": {"evidence": budget.used + len(admitted.evidence), "cap": EVIDENCE_CAP},
         "mode": qv.mode,
         "degradation": qv.degradation,
         "ranking": rank.method,
     }
+
+
+def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
+                   request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
+                   gateway: Gateway | None = None, rank: ranking.Ranking | None = None,
+                   side: hybrid.SideConnection | None = None) -> dict:
+    """Run one search for a turn; record its results as evidence and write its audit row.
+
+    Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
+    without settings or without a model. The lexical ranking is `rank`, else the settings'. With
+    `side` (where a second connection may come from), the vector list is produced there while
+    this connection reads the lexical list."""
+    rank = rank or ranking.Ranking.from_settings(settings)
+    bound = resolve_turn(conn, workspace_id, agent_ids, request.turn_id)
+    budget = decide_budget(bound, request)
+    audit = Audit.of(bound, request, digest, budget)
+    if budget.exhausted:
+        return budget_exhausted(conn, audit, budget, rank)
+    # The one query embedding (a gateway call attributed to the searcher's workspace), or why
+    # not: under way while the identities, statistics and recent window are read.
+    pending = hybrid.start_embedding(conn, settings, request.query, gateway=gateway)
+    query = plan_query(conn, bound, request, budget, rank, settings)
+    lists = gather_lists(conn, query, pending, side, settings)
+    ranked = fuse(conn, query, lists)
+    around = neighbours_of(conn, bound, ranked.hit_ids)
+    admitted = apply_budget(conn, bound, budget, ranked.hit_ids, around)
+    texts = record(conn, bound, audit, budget, ranked, admitted)
+    return respond(texts, admitted, around, budget, ranked.qv, rank)
