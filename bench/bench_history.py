@@ -8,7 +8,7 @@ It builds the corpus of bench/corpus.py with its disclosure layer (realistic aud
 evidence, replies carrying provenance, memories, identity links) in a fresh database of an
 embedded PostgreSQL whose data lives in bench/out/history/pg, then VACUUM ANALYZE. For three
 destinations of one agent (a DM, a public channel, a private room) it registers a turn with
-``backscroll.turns.register_turn`` and times ``backscroll.history.search_history`` itself for a
+``backscroll.search.turns.register_turn`` and times ``backscroll.search.history.search_history`` itself for a
 rare and a common term: with every predicate on (the product), without the lineage walk, with a
 small audit counting pool, and the baseline below (the previous statement). Every call runs in
 its own committed transaction, as the API runs one per request, on a fresh turn that is deleted
@@ -468,7 +468,7 @@ def start_server(data_dir: Path, shared_buffers: str = SHARED_BUFFERS) -> str:
 
 
 def connect(url: str) -> psycopg.Connection:
-    """A connection opened as the API's pool opens them (see `backscroll.db.session_kwargs`)."""
+    """A connection opened as the API's pool opens them (see `backscroll.store.db.session_kwargs`)."""
     return psycopg.connect(url, autocommit=True, **db.session_kwargs())
 
 

@@ -5,8 +5,8 @@
     .venv/bin/python bench/bench_sessions.py --reuse         # keep the corpus of the last run
 
 It builds the corpus (bench/corpus.py) in a fresh database of an embedded PostgreSQL whose data
-lives in bench/out/pg, migrated with ``backscroll.migrate.migrate``, then VACUUM ANALYZE. It times
-the product's own functions (``backscroll.sessions.resolve_scope``, ``recent``, ``search``), so
+lives in bench/out/pg, migrated with ``backscroll.store.migrate.migrate``, then VACUUM ANALYZE. It times
+the product's own functions (``backscroll.search.sessions.resolve_scope``, ``recent``, ``search``), so
 the numbers are the product's, for three readers of the largest workspace, next to baselines
 (ILIKE on message bodies, an expression GIN index on messages, OFFSET paging) run in the same
 database through the same narrowing. Writes results.md, results.json, explain.txt and a plot

@@ -4,7 +4,7 @@ Each dialogue is one conversation between two or three colleagues, held over fou
 over weeks (a party being planned, a renovation, a vendor dispute, an incident follow-up, a hire, a
 migration...). Its topics recur: the same words ("the venue", "the invoice", "the drain") are said in several
 sittings by different people, while only one message settles the matter. The benchmark mixes the dialogues
-into the demo corpus of `backscroll/demo.py` (workspaces grand-hotel and acme) next to the needles of
+into the demo corpus of `backscroll/demo/corpus.py` (workspaces grand-hotel and acme) next to the needles of
 `bench/eval_set.py`, and measures how well lexical ranking (BM25 or ts_rank_cd, with or without the speakers'
 names in the document) and vector or hybrid search find the message that answers each question.
 

@@ -1,7 +1,7 @@
 """A labelled evaluation set for session search: needles and the queries that should find them.
 
 Each needle is one conversation about one concrete situation (names, rooms, ids, amounts), written
-to stand out from the templated background of `backscroll/demo.py` (grand-hotel and acme). The
+to stand out from the templated background of `backscroll/demo/corpus.py` (grand-hotel and acme). The
 benchmark mixes the needles into that corpus and measures recall@10 and MRR of each query against
 its target, for lexical, vector and hybrid search.
 

@@ -8,8 +8,9 @@ reader sets are equal, nested, overlapping or disjoint; some external conversati
 as before migration 0018 (no readers: sealed to themselves); identity links verified, waiting
 for proof, or revoked. Everything goes in through the HTTP API with an ingest token; then turns
 in random destinations search for random words with a runtime token. Every message returned
-(hits and neighbours) is checked against a reference written from the specification (seed 000,
-DESIGN.md "Audiences, stated once"), not from the product's SQL.
+(hits and neighbours) is checked against a reference written from the disclosure specification
+(seed 000, "Eligibility"; README.md, "`search_history` for agents", states its audience rule), not
+from the product's SQL.
 
     .venv/bin/python bench/probe_disclosure.py --worlds 243          # ~2-3 minutes on 2 cores
 
@@ -46,7 +47,7 @@ AGENTS = ["bot", "scout"]
 
 
 # ------------------------------------------------------------------------------------------------
-# The reference: seed 000 and DESIGN.md, in plain Python.
+# The reference: the disclosure specification (seed 000), in plain Python.
 
 def reaches(origin: dict, dest: dict, linked: set[frozenset]) -> bool:
     """May text said to `origin` be disclosed into `dest`? Audiences are dicts with kind,

@@ -1,6 +1,6 @@
 """Issue 16: no empty, null or unknown set widens a verdict, and rows stored with none are sealed.
 
-The truth table below is written from the rule as DESIGN.md and seed 000 state it ("members
+The truth table below is written from the rule as the disclosure specification (seed 000) states it ("members
 reaches only a members destination, external a members or external one, of the same namespace
 whose readers are a non-empty subset of theirs": issue 29 item 6, seed 000's "retrievable only
 in a conversation whose readers could already read it"; "an empty or unknown reader set matches

@@ -1,7 +1,7 @@
 """search_history on random worlds: every result is authorized, and nothing eligible is missing.
 
 THE RULE, as the reference below states it. It is written from the specification (seed 000,
-section "Eligibility", and DESIGN.md, "History search"), never from the product's SQL or
+section "Eligibility"; README.md, "`search_history` for agents"), never from the product's SQL or
 history.py: a reference written beside the product's predicate shares its blind spots (issue 16:
 two external conversations of one namespace, both stored with no readers, passed "destination
 readers are a subset of the origin's" because two empty sets always do).
@@ -208,8 +208,8 @@ class Model:
 
 
 # ---------------------------------------------------------------------------------------------
-# The reference predicates, written from the spec (seed 000 "Eligibility", DESIGN.md "History
-# search" and issue 16), in plain Python. See the module docstring for the rule in words.
+# The reference predicates, written from the spec (seed 000 "Eligibility" and issue 16), in plain
+# Python. See the module docstring for the rule in words.
 
 def audience_allows(o: Audience, d: Audience) -> bool:
     """The audience rule alone: may origin o be disclosed into destination d?"""
