@@ -77,8 +77,7 @@ def create_app(settings: Settings, database_url: str) -> FastAPI:
     async def lifespan(app: FastAPI):
         pool = make_pool(database_url, settings.database)
         read_pool = None
-        upkeep = Maintenance(database_url, settings.maintenance_interval_s, settings.reindex_batch_size,
-                             settings).start()
+        upkeep = Maintenance(database_url, settings.search, settings.language).start()
         try:
             if settings.database.database_read_url is not None:
                 read_pool = make_pool(settings.database.database_read_url.get_secret_value(), settings.database,

@@ -36,6 +36,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
 from bench_sessions import fmt, log, machine  # noqa: E402
+from backscroll.config import LanguageSettings  # noqa: E402
 from backscroll.search import history, hybrid, maintenance, sessions, turns  # noqa: E402
 from backscroll import ingest  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
@@ -320,7 +321,7 @@ def quality(args) -> int:
         return [s["id"] for s in page["sessions"]]
 
     def reconfigure(ts_config: str, names: bool) -> None:
-        maintenance.fill_languages(conn, 5000)  # messages the demo loader wrote without one
+        maintenance.fill_languages(conn, 5000, LanguageSettings())  # messages the demo loader wrote without one
         for ws_slug in AGENT_FOR:
             maintenance.request_reindex(conn, ws_slug, ts_config, names)
         maintenance.reindex(conn, 5000)

@@ -163,7 +163,7 @@ def _token_out(row: dict) -> dict:
 @requires(TokenKind.admin, installation=True)
 def create_workspace(request: Request, svc: Svc, body: WorkspaceIn):
     with audited(svc, request, "workspace.create", workspace=body.slug) as (conn, _, _target):
-        cfg = check_text_search_config(conn, body.text_search_config or svc.settings.text_search_config)
+        cfg = check_text_search_config(conn, body.text_search_config or svc.settings.language.text_search_config)
         workspaces.create(conn, body.slug, body.name, cfg)
         return _workspace_out(workspaces.get(conn, None, body.slug))
 

@@ -62,7 +62,7 @@ async def _read_body(svc: Service, request: Request) -> None:
     if svc.body_reads.locked():
         # Refused at once rather than queued: a queue behind slow uploads has no bound on its
         # wait, and a client or load balancer retrying (elsewhere) is served sooner.
-        raise Busy(f"{svc.settings.request_body_reads_max} request bodies are being read already; retry shortly")
+        raise Busy(f"{svc.settings.api.request_body_reads_max} request bodies are being read already; retry shortly")
     async with svc.body_reads:
         await request.body()
 
@@ -117,7 +117,7 @@ class AuthenticatedRoute(APIRoute):
                     except ROLLED_BACK:
                         # A deadlock or serialization failure rolled the whole transaction back
                         # (session() saw to it): nothing of this attempt stands, so it runs again.
-                        if attempt >= svc.settings.request_retries:
+                        if attempt >= svc.settings.api.request_retries:
                             raise RetriesExhausted(attempt + 1) from None
                         RETRIED.inc()
                         await asyncio.sleep(random.uniform(0.5, 1.5) * RETRY_BACKOFF_S * 2 ** attempt)

@@ -128,7 +128,7 @@ async def bulk_import(request: Request, svc: Svc) -> dict:
 def _bulk_import(request: Request, svc: Service, data: bytes) -> dict:
     with svc.session(request) as (conn, principal):
         report = importer.import_stream(conn, io.BytesIO(data), workspace_id=principal.workspace_id,
-                                        body_max_chars=svc.settings.body_max_chars)
+                                        body_max_chars=svc.settings.ingest.body_max_chars)
     return report.as_dict()
 
 
@@ -139,9 +139,9 @@ def patch_message(request: Request, svc: Svc, message_id: Id, body: ingest.Messa
     svc.check_body(body.append, "append")
     with svc.session(request) as (conn, principal):
         result = ingest.patch_message(conn, principal.workspace_id, message_id, body)
-        if result["body_chars"] > svc.settings.body_max_chars:
+        if result["body_chars"] > svc.settings.ingest.body_max_chars:
             # Raising inside the transaction rolls the append back: nothing half-written.
-            raise BodyTooLong(f"the message would grow past {svc.settings.body_max_chars} characters")
+            raise BodyTooLong(f"the message would grow past {svc.settings.ingest.body_max_chars} characters")
     return result
 
 

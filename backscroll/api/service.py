@@ -51,16 +51,16 @@ class Service:
         with pool.connection() as conn:
             self.codec = CursorCodec(derive(root_key(conn, settings.access), "cursor"))
         self.limits = Limits(
-            default=settings.page_limit_default,
-            maximum=settings.page_limit_max,
-            query_max_chars=settings.query_max_chars,
-            excerpt_words=settings.excerpt_words,
+            default=settings.search.page_limit_default,
+            maximum=settings.search.page_limit_max,
+            query_max_chars=settings.search.query_max_chars,
+            excerpt_words=settings.search.excerpt_words,
         )
-        self.body_reads = asyncio.Semaphore(settings.request_body_reads_max)  # deps._read_body
+        self.body_reads = asyncio.Semaphore(settings.api.request_body_reads_max)  # deps._read_body
 
     def check_body(self, text: str | None, field: str = "body") -> None:
         """The body limit every write path holds to, at this server's setting (ingest.models.check_body)."""
-        check_body(self.settings.body_max_chars, text, field)
+        check_body(self.settings.ingest.body_max_chars, text, field)
 
     def begin(self, request: Request) -> None:
         """Authenticate the caller on a connection the request keeps until `end` (see the module)."""
@@ -146,7 +146,7 @@ class Service:
     def ledger(self) -> Iterator[psycopg.Connection | None]:
         """Where a read's usage-ledger rows go: the primary, when reads run on a replica; with no
         replica, None (the read's own transaction writes them)."""
-        if self.read_pool is None or not self.settings.embeddings_enabled:
+        if self.read_pool is None or not self.settings.embeddings.enabled:
             yield None
             return
         with self.pool.connection() as conn:

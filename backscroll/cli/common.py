@@ -23,9 +23,9 @@ def guard_owner(settings: Settings) -> None:
     """purge and `models drop` on behalf of one SearchIndex never touch another's database."""
     from ..store.owner import refuse_foreign_owner
 
-    if settings.owner_uid:
+    if settings.database.owner_uid:
         with connection(settings) as conn:
-            refuse_foreign_owner(conn, settings.owner_uid)
+            refuse_foreign_owner(conn, settings.database.owner_uid)
 
 
 def positive(text: str) -> int:

@@ -23,7 +23,7 @@ def cmd_demo(args, settings: Settings) -> int:
         return 2
     from ..demo.runner import run_demo
 
-    return run_demo(settings, host=args.host or settings.host, port=args.port or settings.port,
+    return run_demo(settings, host=args.host or settings.api.host, port=args.port or settings.api.port,
                     embeddings=not args.lexical)
 
 

@@ -10,8 +10,9 @@ def cmd_reindex(args, settings: Settings) -> int:
     from ..search.maintenance import fill_languages, fold, reindex
 
     with connection(settings) as conn:
-        detected = fill_languages(conn, settings.language_batch_size, settings, progress=not args.quiet)
-        swapped = reindex(conn, settings.reindex_batch_size, progress=not args.quiet)
+        detected = fill_languages(conn, settings.language.language_batch_size, settings.language,
+                                  progress=not args.quiet)
+        swapped = reindex(conn, settings.search.reindex_batch_size, progress=not args.quiet)
         folded = fold(conn)
     print(f"reindexed: {', '.join(swapped) or 'nothing pending'}; {detected:,} messages' languages detected; "
           f"{folded:,} statistics deltas folded")
@@ -31,7 +32,7 @@ def cmd_languages(args, settings: Settings) -> int:
 
     with connection(settings) as conn:
         try:
-            found = detector(conn, settings)
+            found = detector(conn, settings.language)
         except BackscrollError as exc:
             raise SystemExit(f"backscroll: {exc.message}") from None
         counts = {r["language"]: r["n"] for r in conn.execute(LANGUAGE_COUNTS).fetchall()}

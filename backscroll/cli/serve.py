@@ -23,10 +23,10 @@ def cmd_serve(args, settings: Settings) -> int:
     if args.migrate:
         migrate(url)
     _refuse_newer_schema(url)
-    workers = args.workers if args.workers is not None else (settings.api_workers or available_cpus())
-    host, port = args.host or settings.host, args.port or settings.port
+    workers = args.workers if args.workers is not None else (settings.api.api_workers or available_cpus())
+    host, port = args.host or settings.api.host, args.port or settings.api.port
     if workers == 1:
-        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.log_level, access_log=False)
+        uvicorn.run(create_app(settings, url), host=host, port=port, log_level=settings.api.log_level, access_log=False)
         return 0
     # Each worker builds its own application (pools, maintenance thread) from the environment; the
     # database URL is handed down so that they all use the server this process found or started.
@@ -37,12 +37,13 @@ def cmd_serve(args, settings: Settings) -> int:
     own_metrics = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
     if own_metrics:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="backscroll-metrics-")
-    print(f"backscroll serve: {workers} worker processes, up to {workers * settings.pool_max_size} connections",
+    connections = workers * settings.database.pool_max_size
+    print(f"backscroll serve: {workers} worker processes, up to {connections} connections",
           file=sys.stderr)
     from uvicorn.supervisors import Multiprocess
 
     config = uvicorn.Config("backscroll.app:worker_app", factory=True, workers=workers, host=host, port=port,
-                            log_level=settings.log_level, access_log=False)
+                            log_level=settings.api.log_level, access_log=False)
     try:
         Multiprocess(config, sockets=[serving_socket(config)]).run()
     finally:

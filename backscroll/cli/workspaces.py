@@ -14,7 +14,7 @@ def cmd_workspaces_create(args, settings: Settings) -> int:
     from ..search.maintenance import check_text_search_config
 
     with connection(settings, autocommit=False) as conn:  # a refusal (BackscrollError) is main's to print
-        cfg = check_text_search_config(conn, args.ts_config or settings.text_search_config)
+        cfg = check_text_search_config(conn, args.ts_config or settings.language.text_search_config)
         ws_id, _ = workspaces.create(conn, args.slug, args.name, cfg, rename=True)
         conn.commit()
     print(f"workspace {args.slug} (id {ws_id})")
@@ -147,7 +147,7 @@ def cmd_workspaces_language(args, settings: Settings) -> int:
             raise SystemExit(f"backscroll: {exc.message}") from None
         _print_language(state)
         if args.wait and state.reindexing:
-            reindex(conn, settings.reindex_batch_size, progress=True)
+            reindex(conn, settings.search.reindex_batch_size, progress=True)
             _print_language(language(conn, args.slug))
     return 0
 

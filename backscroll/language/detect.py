@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..config import Settings, get_settings
+from ..config import LanguageSettings, get_settings
 from ..errors import BadRequest
 from .snowball import NONE, SNOWBALL
 
@@ -77,8 +77,8 @@ def _known_codes() -> set[str]:
     return set(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
 
 
-def _wanted(settings: Settings) -> list[str]:
-    wanted = [c.strip() for c in settings.search_languages.split(",") if c.strip()]
+def _wanted(language: LanguageSettings) -> list[str]:
+    wanted = [c.strip() for c in language.search_languages.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in SNOWBALL]
     if unknown:
         raise BadRequest(f"search_languages: no stemmer for {', '.join(unknown)}; known: {', '.join(sorted(SNOWBALL))}",
@@ -86,26 +86,26 @@ def _wanted(settings: Settings) -> list[str]:
     return wanted or list(SNOWBALL)
 
 
-def detector(conn: psycopg.Connection, settings: Settings | None = None) -> Detector:
+def detector(conn: psycopg.Connection, language: LanguageSettings | None = None) -> Detector:
     """The detector for these settings and this PostgreSQL's configurations (read once per
     process: one process talks to one server)."""
-    settings = settings or get_settings()
-    key = (settings.search_languages, settings.language_min_confidence)
+    language = language or get_settings().language
+    key = (language.search_languages, language.language_min_confidence)
     found = _cache.get(key)
     if found is not None:
         return found
-    wanted = _wanted(settings)
+    wanted = _wanted(language)
     names = [SNOWBALL[c] for c in wanted]
     present = {r[0] if isinstance(r, tuple) else r["name"]
                for r in conn.execute(CONFIGS, {"names": names}).fetchall()}
     known = _known_codes()
     codes = tuple(sorted(c for c in wanted if SNOWBALL[c] in present and c in known))
-    found = Detector(codes, settings.language_min_confidence)
+    found = Detector(codes, language.language_min_confidence)
     with _lock:
         _cache[key] = found
     return found
 
 
-def stemmers(conn: psycopg.Connection, settings: Settings | None = None) -> list[str]:
+def stemmers(conn: psycopg.Connection, language: LanguageSettings | None = None) -> list[str]:
     """The configurations a query word is read through under `multilingual`."""
-    return list(detector(conn, settings).configs)
+    return list(detector(conn, language).configs)

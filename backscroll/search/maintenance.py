@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from ..config import Settings
+from ..config import LanguageSettings, SearchSettings
 from ..errors import BadRequest, NotFound
 from ..ingest import messages, workspaces
 from ..language import SAMPLE_CHARS, detector
@@ -180,9 +180,9 @@ def request_reindex(conn: psycopg.Connection, slug: str, ts_config: str | None =
     return language(conn, slug)
 
 
-def detect_languages(conn: psycopg.Connection, batch: int, settings: Settings | None = None) -> int:
+def detect_languages(conn: psycopg.Connection, batch: int, language: LanguageSettings) -> int:
     """Detect the language of up to `batch` messages written without it; how many were set."""
-    detect = detector(conn, settings)
+    detect = detector(conn, language)
     with conn.transaction():
         rows = conn.execute(PENDING_LANGUAGES, {"batch": batch, "sample": SAMPLE_CHARS}).fetchall()
         if rows:
@@ -190,7 +190,7 @@ def detect_languages(conn: psycopg.Connection, batch: int, settings: Settings | 
     return len(rows)
 
 
-def fill_languages(conn: psycopg.Connection, batch: int, settings: Settings | None = None, *,
+def fill_languages(conn: psycopg.Connection, batch: int, language: LanguageSettings, *,
                    progress: bool = False) -> int:
     """Detect every missing language (`backscroll reindex`), with a progress bar if asked."""
     bar = None
@@ -202,7 +202,7 @@ def fill_languages(conn: psycopg.Connection, batch: int, settings: Settings | No
             bar = tqdm(total=pending, unit="msg", desc="detect languages")
     total = 0
     while True:
-        n = detect_languages(conn, batch, settings)
+        n = detect_languages(conn, batch, language)
         total += n
         if bar is not None:
             bar.update(n)
@@ -288,12 +288,11 @@ def reindex(conn: psycopg.Connection, batch: int, *, progress: bool = False) -> 
 class Maintenance:
     """The API's background thread: fold statistics, advance rebuilds, sleep, repeat."""
 
-    def __init__(self, database_url: str, interval_s: float, batch: int, settings: Settings | None = None):
+    def __init__(self, database_url: str, search: SearchSettings, language: LanguageSettings):
         self.url = database_url
-        self.interval_s = interval_s
-        self.reindexer = Reindexer(batch)
-        self.settings = settings
-        self.language_batch = settings.language_batch_size if settings is not None else batch
+        self.interval_s = search.maintenance_interval_s
+        self.reindexer = Reindexer(search.reindex_batch_size)
+        self.language = language
         self.stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -301,7 +300,8 @@ class Maintenance:
         fold(conn)
         deadline = time.monotonic() + (budget_s if budget_s is not None else self.interval_s)
         while not self.stop.is_set() and time.monotonic() < deadline:
-            if detect_languages(conn, self.language_batch, self.settings) < self.language_batch:
+            batch = self.language.language_batch_size
+            if detect_languages(conn, batch, self.language) < batch:
                 break
         while not self.stop.is_set() and time.monotonic() < deadline:
             step = self.reindexer.step(conn)

@@ -215,6 +215,7 @@ def test_a_workspace_on_simple_moves_to_multilingual_without_a_rebuild(empty_db_
     """0022: a `simple` document is a `multilingual` one whose language is not yet known, so the
     workspace switches in place (documents unchanged, nothing pending); each message gains its
     stems once its language is detected."""
+    from backscroll.config import LanguageSettings
     from backscroll.search import maintenance
     from tests.world import open_world
 
@@ -232,7 +233,7 @@ def test_a_workspace_on_simple_moves_to_multilingual_without_a_rebuild(empty_db_
     state = maintenance.language(w.conn, "acme")
     assert (state.ts_config, state.reindexing) == ("multilingual", False)
     assert w.conn.execute(documents).fetchall() == old
-    assert maintenance.fill_languages(w.conn, 10) == 1
+    assert maintenance.fill_languages(w.conn, 10, LanguageSettings()) == 1
     assert "'research':" in w.conn.execute("select tsv::text as t from message_search where message_id = %s",
                                           (said,)).fetchone()["t"]
     w.conn.close()

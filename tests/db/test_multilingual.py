@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from backscroll.config import Settings
+from backscroll.config import LanguageSettings, Settings
 from backscroll.language import Detector
 from backscroll.search import history, maintenance, sessions
 from backscroll.search.cursor import CursorCodec
@@ -151,7 +151,7 @@ def test_a_message_written_without_its_language_gets_it_in_the_background(trilin
     w, convs = trilingual
     w.conn.execute("update messages set language = null")
     assert ids_for(w, "researching") == []  # their words alone
-    assert maintenance.fill_languages(w.conn, 2) == 3
+    assert maintenance.fill_languages(w.conn, 2, LanguageSettings()) == 3
     assert ids_for(w, "researching") == [convs["en"]]
     assert w.conn.execute("select count(*) as n from messages where language is null").fetchone()["n"] == 0
 

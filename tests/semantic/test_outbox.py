@@ -213,6 +213,7 @@ def test_renaming_a_person_embeds_again_their_messages_and_no_one_elses(world, f
 def test_detecting_a_language_later_rewrites_documents_and_leaves_every_vector_in_place(world, fake_model):
     """Messages from before migration 0022 have no language: detecting it adds the stems to their
     documents (a rewrite of each) and must not cost a single embedding call."""
+    from backscroll.config import LanguageSettings
     from backscroll.search import maintenance
 
     c = world.conversation(WS, "concierge", "t1")
@@ -223,7 +224,7 @@ def test_detecting_a_language_later_rewrites_documents_and_leaves_every_vector_i
     before = _vectors(world)
     assert [v[0] for v in before] == ids
     tsv_before = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
-    assert maintenance.fill_languages(world.conn, 3) == 4
+    assert maintenance.fill_languages(world.conn, 3, LanguageSettings()) == 4
     tsv_after = {r["message_id"]: r["tsv"] for r in world.conn.execute("select message_id, tsv::text from message_search")}
     assert all("'research':" in tsv_after[i] and "'research':" not in tsv_before[i] for i in ids)
     assert _vectors(world) == before
