@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps schema mutation mutation-all mutation-full mutation-missing operator operator-test bench bench-quality clean \
+.PHONY: help install run serve migrate test browser-deps schema write-owners mutation mutation-all mutation-full mutation-missing operator operator-test bench bench-quality clean \
 	helm chart-sync deploy-test images image-deps images-clean e2e-kind
 
 help: ## Show this help
@@ -48,6 +48,9 @@ schema: $(STAMP) ## Regenerate docs/schema.sql (current functions, triggers, ind
 	rm -rf .schema-pg
 	BACKSCROLL_DATA_DIR=$(CURDIR)/.schema-pg $(BIN)/backscroll schema --migrate --write docs/schema.sql --architecture docs/architecture.md
 	rm -rf .schema-pg
+
+write-owners: $(STAMP) ## Regenerate the write owners table in docs/architecture.md (from each package's WRITES and its write statements)
+	$(BIN)/python -m tests.write_owners
 
 # make mutation runs the mutants a change touched against the tests that killed them last time
 # (tests/mutation/killers.json), falling back to full suites when they no longer do; mutation-full

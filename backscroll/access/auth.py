@@ -58,10 +58,13 @@ select id, kind, workspace_id, actor_id, agent_ids from token
 # Registration of a secret made elsewhere, serialized per (kind, name): two migration Jobs
 # registering at once leave one live token, not two.
 LOCK_REGISTRATION = "select pg_advisory_xact_lock(hashtext('backscroll_register_token'), hashtext(%(key)s))"
-FIND_DIGEST = "select id, kind::text as kind, revoked_at from api_tokens where digest = %(digest)s"
+FIND_DIGEST = "select id, kind::text as kind, name, revoked_at from api_tokens where digest = %(digest)s"
+# The other live tokens of a registered one's name (and kind, unless null): a new secret under a
+# name rotates it.
 REVOKE_OTHERS = """
 update api_tokens set revoked_at = now()
- where kind = %(kind)s and name = %(name)s and id <> %(id)s and revoked_at is null
+ where (%(kind)s::token_kind is null or kind = %(kind)s::token_kind) and name = %(name)s and id <> %(id)s
+   and revoked_at is null
 returning id
 """
 # The scope predicate of every admin statement on tokens: an installation-wide caller (scope null)
@@ -162,6 +165,25 @@ def create_token(
     return row["id"], secret
 
 
+def find_digest(conn: psycopg.Connection, secret: str) -> dict | None:
+    """The token of this secret, live or revoked ({id, kind, name, revoked_at}), or None."""
+    return conn.execute(FIND_DIGEST, {"digest": digest(secret)}).fetchone()
+
+
+def store_registered(conn: psycopg.Connection, kind: TokenKind, name: str, secret: str, *, hint_chars: int,
+                     workspace_id: int | None = None, agent_ids: list[int] | None = None,
+                     rotate_same_kind: bool = True) -> tuple[int, list[int]]:
+    """A secret made elsewhere stored as its digest (its first `hint_chars` characters as its hint),
+    and the other live tokens of its name revoked (of its kind alone when `rotate_same_kind`):
+    (id, revoked ids). The caller checked the secret and holds its registration lock."""
+    token_id = conn.execute(INSERT_TOKEN, {
+        "kind": kind.value, "name": name, "digest": digest(secret), "hint": secret[:hint_chars],
+        "workspace_id": workspace_id, "actor_id": None, "agent_ids": agent_ids}).fetchone()["id"]
+    revoked = [r["id"] for r in conn.execute(REVOKE_OTHERS, {"kind": kind.value if rotate_same_kind else None,
+                                                              "name": name, "id": token_id})]
+    return token_id, revoked
+
+
 def validate_secret(secret: str) -> None:
     """A secret registered from elsewhere must look like one Backscroll makes: the errors never
     echo it."""
@@ -188,7 +210,7 @@ def register_token(conn: psycopg.Connection, kind: TokenKind, name: str, secret:
     validate_secret(secret)
     with conn.transaction():
         conn.execute(LOCK_REGISTRATION, {"key": f"{kind.value}/{name}"})
-        found = conn.execute(FIND_DIGEST, {"digest": digest(secret)}).fetchone()
+        found = find_digest(conn, secret)
         if found is not None:
             if found["revoked_at"] is not None:
                 raise Conflict("this secret belongs to a revoked token; a revoked secret is never live again: "
@@ -198,10 +220,7 @@ def register_token(conn: psycopg.Connection, kind: TokenKind, name: str, secret:
                                code="token_kind_mismatch")
             return found["id"], False, []
         hint_len = len(PREFIX) + len(kind.value) + 7 if secret.startswith(f"{PREFIX}{kind.value}_") else len(PREFIX) + 6
-        token_id = conn.execute(INSERT_TOKEN, {
-            "kind": kind.value, "name": name, "digest": digest(secret), "hint": secret[:hint_len],
-            "workspace_id": None, "actor_id": None, "agent_ids": None}).fetchone()["id"]
-        revoked = [r["id"] for r in conn.execute(REVOKE_OTHERS, {"kind": kind.value, "name": name, "id": token_id})]
+        token_id, revoked = store_registered(conn, kind, name, secret, hint_chars=hint_len)
     return token_id, True, revoked
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 
 from ..errors import BadRequest, Conflict
-from .auth import PREFIX, TokenKind, digest, validate_secret
+from .auth import PREFIX, TokenKind, find_digest, store_registered, validate_secret
 
 # Kinds a declaration may hold. A reader is a person (an actor), not a service: made by hand. A
 # declared admin token is scoped to the declared workspace (sql/0031), never installation-wide;
@@ -24,16 +24,7 @@ DECLARABLE = (TokenKind.ingest, TokenKind.runtime, TokenKind.admin, TokenKind.st
 WORKSPACE_KINDS = (TokenKind.ingest, TokenKind.runtime, TokenKind.admin)
 
 LOCK = "select pg_advisory_xact_lock(hashtext('backscroll_declared_tokens'), hashtext(%(prefix)s))"
-FIND_DIGEST = "select id, kind::text as kind, name, revoked_at from api_tokens where digest = %(digest)s"
-INSERT_TOKEN = """
-insert into api_tokens (kind, name, digest, hint, workspace_id, agent_ids)
-values (%(kind)s, %(name)s, %(digest)s, %(hint)s, %(ws)s, %(agents)s) returning id
-"""
 RESCOPE = "update api_tokens set workspace_id = %(ws)s, agent_ids = %(agents)s where id = %(id)s"
-REVOKE_OTHERS = """
-update api_tokens set revoked_at = now()
- where name = %(name)s and id <> %(id)s and revoked_at is null returning id
-"""
 REVOKE_UNDECLARED = """
 update api_tokens set revoked_at = now()
  where starts_with(name, %(prefix)s) and not (name = any(%(keep)s)) and revoked_at is null
@@ -88,7 +79,7 @@ def register_declared(conn: psycopg.Connection, workspace_id: int, prefix: str, 
     for token in tokens:
         full = prefix + token.name
         ws, agents = _scope(workspace_id, token, agent_ids)
-        found = conn.execute(FIND_DIGEST, {"digest": digest(token.secret)}).fetchone()
+        found = find_digest(conn, token.secret)
         if found is not None:
             if found["revoked_at"] is not None:
                 raise Conflict(f"token {token.name}: its secret belongs to a revoked token; a revoked secret is "
@@ -99,11 +90,9 @@ def register_declared(conn: psycopg.Connection, workspace_id: int, prefix: str, 
             conn.execute(RESCOPE, {"ws": ws, "agents": agents, "id": found["id"]})
             lines.append(f"{token.kind.value} token {found['id']} ({full}) is registered already")
             continue
-        hint_len = len(PREFIX) + 6
-        token_id = conn.execute(INSERT_TOKEN, {
-            "kind": token.kind.value, "name": full, "digest": digest(token.secret),
-            "hint": token.secret[:hint_len], "ws": ws, "agents": agents}).fetchone()["id"]
-        revoked = [r["id"] for r in conn.execute(REVOKE_OTHERS, {"name": full, "id": token_id})]
+        # a new secret under the name revokes the older ones, whatever their kind
+        token_id, revoked = store_registered(conn, token.kind, full, token.secret, hint_chars=len(PREFIX) + 6,
+                                             workspace_id=ws, agent_ids=agents, rotate_same_kind=False)
         scope = "" if token.agents is None or token.kind is not TokenKind.runtime else \
             f" for agents {', '.join(sorted(set(token.agents)))}"
         lines.append(f"registered {token.kind.value} token {token_id} ({full}){scope}"

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import BadRequest, NotFound
 from ..vocabulary import ExternalId, Text
 
+WRITES = ("identity_links",)
+
 
 class ActorKey(BaseModel):
     model_config = ConfigDict(extra="forbid")
