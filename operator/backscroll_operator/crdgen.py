@@ -4,9 +4,9 @@ and the SearchWorkspace alike (CloudNativePG's way: the types are the source, th
 A model carries everything the API server's schema needs: a field's type, default, bounds,
 pattern, enum and description come from its annotation and its Field; a model's CEL rules from
 `validations(...)` in its model_config (the operator's own check raises the same Rule's message);
-what only Kubernetes reads (a server-side `default: {}`, `nullable`) from the Field's
-json_schema_extra. `make chart-sync` (charts/sync_chart.py) writes the files; the tests in
-tests/operator/test_crd.py fail when a committed file differs from what its model generates.
+what only Kubernetes reads from the Field: `filled_in` (a server-side `default: {}`) and
+NULLABLE. `make chart-sync` (charts/sync_chart.py) writes the files; tests/operator/test_crd.py
+fails when a committed file differs from what its model generates.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .names import GROUP, VERSION
 
@@ -31,9 +31,12 @@ def validations(*rules: Rule) -> dict:
     return {"x-kubernetes-validations": [{"rule": r.cel, "message": r.message} for r in rules]}
 
 
-# A nested object the API server fills in as {} when it is absent, so that its own fields'
-# defaults show in the stored object (a Field's json_schema_extra).
-SERVER_DEFAULT = {"default": {}}
+def filled_in(model: type[BaseModel], description: str):
+    """A nested object's Field that the API server fills in as {} when it is absent, so that its
+    own fields' defaults show in the stored object; the operator's default is the model's."""
+    return Field(default_factory=model, json_schema_extra={"default": {}}, description=description)
+
+
 # A status field the operator writes as null to clear it (a Field's json_schema_extra); in a spec
 # an optional field is simply omitted.
 NULLABLE = {"nullable": True}

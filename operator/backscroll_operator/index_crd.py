@@ -65,8 +65,9 @@ class Migration(_Model):
         description="Which database it migrates (the Secret or the CloudNativePG cluster, with its uid).")
     failed_attempt: int | None = Field(default=None, json_schema_extra=NULLABLE,
                                        description="The last attempt that failed.")
-    last_error: str | None = Field(default=None, json_schema_extra=NULLABLE,
-                                   description="The first line of that attempt's error (its pod's termination message).")
+    last_error: str | None = Field(
+        default=None, json_schema_extra=NULLABLE,
+        description="The first line of that attempt's error (its pod's termination message).")
     retry_at: str | None = Field(default=None, json_schema_extra=NULLABLE,
                                  description="When the next attempt starts (RFC 3339), while the last one failed.")
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
-from .crdgen import SERVER_DEFAULT, Rule, validations
+from .crdgen import Rule, filled_in, validations
 from .names import PURGE_FINALIZER
 
 # pgvector stores up to 16,000 dimensions but indexes (HNSW) at most 2,000; Backscroll indexes
@@ -133,15 +133,16 @@ QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 # CRD says the same as Kubernetes' own quantities do (int-or-string).
 Quantity = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) and not isinstance(v, bool)
                                           else v), Field(pattern=QUANTITY_PATTERN),
-                     WithJsonSchema({"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
-                                     "pattern": QUANTITY_PATTERN})]
+                     WithJsonSchema({"x-kubernetes-int-or-string": True,
+                                     "anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": QUANTITY_PATTERN})]
 
 
 class ResourceRequirements(_Model):
     """A container's resources; absent, the component's defaults (builders.DEFAULT_RESOURCES)."""
 
     requests: dict[str, Quantity] | None = Field(
-        default=None, description="What the scheduler reserves per resource name (cpu, memory, ephemeral-storage, ...).")
+        default=None,
+        description="What the scheduler reserves per resource name (cpu, memory, ephemeral-storage, ...).")
     limits: dict[str, Quantity] | None = Field(
         default=None, description="The most the container may use per resource name.")
 
@@ -154,7 +155,8 @@ def _resources(component: str, defaults: str) -> dict:
 
 def _pod(whose: str) -> dict:
     return {"default_factory": PodSettings,
-            "description": f"Scheduling and metadata of {whose}, added to spec.pod's (maps key by key, lists appended)."}
+            "description": f"Scheduling and metadata of {whose}, added to spec.pod's (maps key by key, lists "
+                           f"appended)."}
 
 
 class PodSettings(_Model):
@@ -214,8 +216,7 @@ class Api(_Model):
     image: str | None = Field(default=None, description="Image for the API only (default spec.image).")
     resources: ResourceRequirements | None = Field(
         **_resources("the API", "requests cpu 100m, memory 256Mi; limits cpu 1, memory 512Mi"))
-    service: Service = Field(default_factory=Service, json_schema_extra=SERVER_DEFAULT,
-                             description="The API's Service, named NAME-api.")
+    service: Service = filled_in(Service, "The API's Service, named NAME-api.")
     status_token_secret_ref: TokenRef | None = Field(
         default=None, description="Optional Secret key holding a status token (`backscroll tokens create --kind "
                                   "status`: it answers GET /v1/status and nothing else) the operator uses to read "
@@ -291,12 +292,10 @@ class Server(_Model):
     port: int = Field(default=80, ge=1, le=65535,
                       description="The server Service's port (BACKSCROLL_EMBEDDINGS_URL); the container itself listens "
                                   "on 8080 (TEI --port 8080), so it runs without root or NET_BIND_SERVICE.")
-    model_cache: ModelCache = Field(default_factory=ModelCache, json_schema_extra=SERVER_DEFAULT,
-                                    description="The volume mounted at /data, where TEI keeps downloaded weights.")
-    model_source: ModelSource = Field(
-        default_factory=ModelSource, json_schema_extra=SERVER_DEFAULT,
-        description="Where the server gets its weights: the Hugging Face Hub by default; a mirror, a token for gated "
-                    "or private models, or a pre-populated volume read offline.")
+    model_cache: ModelCache = filled_in(ModelCache, "The volume mounted at /data, where TEI keeps downloaded weights.")
+    model_source: ModelSource = filled_in(
+        ModelSource, "Where the server gets its weights: the Hugging Face Hub by default; a mirror, a token for gated "
+                     "or private models, or a pre-populated volume read offline.")
     startup_timeout_seconds: int = Field(
         default=900, ge=30,
         description="How long the startup probe on /health allows for downloading and loading the weights.")
@@ -345,19 +344,21 @@ class Embeddings(_Model):
 
     model: str = Field(min_length=1, max_length=200,
                        description="The name vectors are stored under (BACKSCROLL_EMBEDDINGS_MODEL), e.g. "
-                                   "multilingual-e5-small or arctic-embed-l-v2.0@256. A new name starts a new migration "
-                                   "(its vector index) and a new backfill Job.")
+                                   "multilingual-e5-small or arctic-embed-l-v2.0@256. A new name starts a new "
+                                   "migration (its vector index) and a new backfill Job.")
     dimensions: int = Field(ge=1, le=MAX_DIMENSIONS,
                             description="Size of the stored vectors (BACKSCROLL_EMBEDDINGS_DIMENSIONS, `migrate "
-                                        f"--dimensions`); at most {MAX_DIMENSIONS}, pgvector's limit for an HNSW index.")
+                                        f"--dimensions`); at most {MAX_DIMENSIONS}, pgvector's limit for an HNSW "
+                                        "index.")
     query_model: str | None = Field(
         default=None,
         description="Model name sent when embedding a query (BACKSCROLL_EMBEDDINGS_QUERY_MODEL; default model).")
     document_model: str | None = Field(
         default=None,
         description="Model name sent when embedding messages (BACKSCROLL_EMBEDDINGS_DOCUMENT_MODEL; default model).")
-    query_prefix: str = Field(default="", description="Text put before every query (BACKSCROLL_EMBEDDINGS_QUERY_PREFIX), "
-                                                      "e.g. 'query: ' for e5 on TEI.")
+    query_prefix: str = Field(
+        default="", description="Text put before every query (BACKSCROLL_EMBEDDINGS_QUERY_PREFIX), e.g. 'query: ' for "
+                                "e5 on TEI.")
     document_prefix: str = Field(
         default="",
         description="Text put before every message (BACKSCROLL_EMBEDDINGS_DOCUMENT_PREFIX), e.g. 'passage: '.")
@@ -375,15 +376,13 @@ class Embeddings(_Model):
                                   "uid 1000 with HOME and HF_HOME at /data.")
     external: External | None = Field(
         default=None, description="An embeddings endpoint outside the cluster (no server is created).")
-    backfill: Backfill = Field(
-        default_factory=Backfill, json_schema_extra=SERVER_DEFAULT,
-        description="The backfill Job of the current model (`backscroll backfill --model MODEL`), run once its "
-                    "migration succeeded.")
-    rollout: Rollout = Field(
-        default_factory=Rollout, json_schema_extra=SERVER_DEFAULT,
-        description="How a new model replaces the one search uses (blue/green): it is migrated and backfilled while "
-                    "search keeps serving the old model; the worker moves to it and a catch-up Job embeds what "
-                    "arrived meanwhile; the API moves once it covers minCoverage.")
+    backfill: Backfill = filled_in(
+        Backfill, "The backfill Job of the current model (`backscroll backfill --model MODEL`), run once its "
+                  "migration succeeded.")
+    rollout: Rollout = filled_in(
+        Rollout, "How a new model replaces the one search uses (blue/green): it is migrated and backfilled while "
+                 "search keeps serving the old model; the worker moves to it and a catch-up Job embeds what arrived "
+                 "meanwhile; the API moves once it covers minCoverage.")
 
     @model_validator(mode="after")
     def _one_endpoint(self) -> Embeddings:
@@ -447,16 +446,13 @@ class SearchIndexSpec(_Model):
                     "its own detected language), simple (no stemming), or one language for every message (english, "
                     "german, ...); becomes BACKSCROLL_TEXT_SEARCH_CONFIG in the API pods, the default of `backscroll "
                     "workspaces create` run there (`--ts-config` overrides it).")
-    ranking: Ranking = Field(
-        default_factory=Ranking, json_schema_extra=SERVER_DEFAULT,
-        description="Lexical ranking of both searches, as environment of the API pods (bench/RESULTS.md, Ranking, "
-                    "says how the defaults were chosen).")
-    api: Api = Field(default_factory=Api, json_schema_extra=SERVER_DEFAULT,
-                     description="The API Deployment (`backscroll serve`) and its Service.")
-    worker: Worker = Field(
-        default_factory=Worker, json_schema_extra=SERVER_DEFAULT,
-        description="The worker Deployment (`backscroll worker`), which embeds new messages. It runs only with "
-                    "spec.embeddings: without a model it has nothing to do.")
+    ranking: Ranking = filled_in(
+        Ranking, "Lexical ranking of both searches, as environment of the API pods (bench/RESULTS.md, Ranking, says "
+                 "how the defaults were chosen).")
+    api: Api = filled_in(Api, "The API Deployment (`backscroll serve`) and its Service.")
+    worker: Worker = filled_in(
+        Worker, "The worker Deployment (`backscroll worker`), which embeds new messages. It runs only with "
+                "spec.embeddings: without a model it has nothing to do.")
     embeddings: Embeddings | None = Field(
         default=None, description="Semantic search. Absent: search is lexical, and no worker, embeddings server or "
                                   "backfill runs. Becomes the BACKSCROLL_EMBEDDINGS_* settings of the API, the worker "
@@ -465,12 +461,11 @@ class SearchIndexSpec(_Model):
         default_factory=PodSettings,
         description="Scheduling and metadata of every pod the operator creates (Deployments and Jobs), the base that "
                     "spec.api.pod, spec.worker.pod and spec.embeddings.server.pod add to.")
-    network_policy: NetworkPolicy = Field(
-        default_factory=NetworkPolicy, json_schema_extra=SERVER_DEFAULT,
-        description="NetworkPolicies (networking.k8s.io/v1): NAME-api lets the API pods accept connections on their "
-                    "Service's target port only; NAME-embeddings lets only this index's API, worker, backfill and "
-                    "catch-up pods reach its embeddings servers. They take effect with a CNI that enforces "
-                    "NetworkPolicies.")
+    network_policy: NetworkPolicy = filled_in(
+        NetworkPolicy, "NetworkPolicies (networking.k8s.io/v1): NAME-api lets the API pods accept connections on "
+                       "their Service's target port only; NAME-embeddings lets only this index's API, worker, "
+                       "backfill and catch-up pods reach its embeddings servers. They take effect with a CNI that "
+                       "enforces NetworkPolicies.")
     hibernate: bool = Field(
         default=False, description="Scale the API, the worker and the embeddings servers to zero (no HPA, no "
                                    "PodDisruptionBudget meanwhile); the data stays. Ready then reads False with reason "

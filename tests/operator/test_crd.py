@@ -48,7 +48,8 @@ def test_a_changed_model_field_is_named_as_drift(tmp_path):
     done = subprocess.run([sys.executable, str(SYNC), "--check"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    where = ".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.ranking.properties.k1.default: 1.5 != 1.2"
+    where = (".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.ranking.properties.k1.default: "
+             "1.5 != 1.2")
     assert sorted(done.stdout.splitlines()) == sorted([
         f"drifted from the model: charts/backscroll/crds/searchindexes.search.backscroll.dev.yaml: {where}",
         f"drifted from the model: k8s/base/crd/searchindexes.search.backscroll.dev.yaml: {where}",
