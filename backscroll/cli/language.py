@@ -19,23 +19,17 @@ def cmd_reindex(args, settings: Settings) -> int:
     return 0
 
 
-LANGUAGE_COUNTS = """
-select coalesce(m.language::text, '(not yet detected)') as language, count(*) as n
-  from messages m
- group by 1 order by 2 desc, 1
-"""
-
-
 def cmd_languages(args, settings: Settings) -> int:
     from ..errors import BackscrollError
     from ..language import SNOWBALL, detector
+    from ..search.maintenance import language_counts
 
     with connection(settings) as conn:
         try:
             found = detector(conn, settings.language)
         except BackscrollError as exc:
             raise SystemExit(f"backscroll: {exc.message}") from None
-        counts = {r["language"]: r["n"] for r in conn.execute(LANGUAGE_COUNTS).fetchall()}
+        counts = language_counts(conn)
     print(f"detected (confidence >= {found.min_confidence:g}) and stemmed under `multilingual`: "
           f"{len(found.codes)} languages")
     for code in found.codes:

@@ -100,6 +100,11 @@ select m.id, left(m.body, %(sample)s) as body
    for update of m skip locked
 """
 COUNT_PENDING_LANGUAGES = "select count(*) as n from messages where language is null"
+LANGUAGE_COUNTS = """
+select coalesce(m.language::text, '(not yet detected)') as language, count(*) as n
+  from messages m
+ group by 1 order by 2 desc, 1
+"""
 SWAP_DOCUMENTS = """
 update message_search
    set tsv = tsv_next, doc_len = backscroll_body_length(tsv_next), tsv_next = null
@@ -188,6 +193,11 @@ def detect_languages(conn: psycopg.Connection, batch: int, language: LanguageSet
         if rows:
             messages.set_languages(conn, [r["id"] for r in rows], detect.detect_all([r["body"] for r in rows]))
     return len(rows)
+
+
+def language_counts(conn: psycopg.Connection) -> dict[str, int]:
+    """How many messages each stemming configuration holds (`backscroll languages`), most first."""
+    return {r["language"]: r["n"] for r in conn.execute(LANGUAGE_COUNTS).fetchall()}
 
 
 def fill_languages(conn: psycopg.Connection, batch: int, language: LanguageSettings, *,
