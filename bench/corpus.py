@@ -898,9 +898,11 @@ def describe(spec: Spec) -> Corpus:
 
 
 if __name__ == "__main__":  # a look at a few generated conversations, no database needed
-    import sys
+    import argparse
 
-    spec = Spec(messages=int(sys.argv[1]) if len(sys.argv) > 1 else 2_000)
+    ap = argparse.ArgumentParser(description="Print the first conversations of a generated corpus (no database).")
+    ap.add_argument("messages", type=int, nargs="?", default=2_000, help="the corpus size (default 2000)")
+    spec = Spec(messages=ap.parse_args().messages)
     plan = _Plan(spec)
     text = _Text(spec.seed, build_vocabularies(spec.seed, spec.vocabulary), plan.ws_slugs)
     for c in plan.conversations[:6]:
