@@ -214,6 +214,18 @@ def test_workspace_is_required_and_must_exist(conn):
     assert counts(conn)["conversations"] == 0
 
 
+def test_a_retired_workspace_takes_no_import(conn):
+    """Retired (its tokens revoked, its data kept): `backscroll import` refuses it as the API does,
+    every line with workspace_retired, nothing written."""
+    from backscroll.ingest import workspaces
+
+    workspaces.retire(conn, None, WS)
+    report = importer.import_stream(conn, io.BytesIO(jsonl(conversation("a", message("m1")))), default_workspace=WS)
+    assert report.codes == {1: "workspace_retired"}
+    assert "workspace 'acme' is retired" in report.rejected[0][1]
+    assert counts(conn)["conversations"] == 0
+
+
 def test_windows_line_endings_and_no_final_newline(conn):
     data = (json.dumps(conversation("a", message("m1"))) + "\r\n"
             + json.dumps(conversation("b", message("m1")))).encode()
