@@ -17,6 +17,7 @@ from .demo import DEMO_MODULES
 from .embeddings import admin_authorizer
 from .serve import available_cpus, serving_socket
 
+# What the tests and bench/ use beside main, by the names they had when this was one module.
 __all__ = ["DEMO_MODULES", "admin_authorizer", "available_cpus", "build_parser", "main", "serving_socket"]
 
 # The commands, in the order `backscroll --help` lists them.
