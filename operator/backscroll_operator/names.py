@@ -38,21 +38,22 @@ MAX_NAME = 63
 
 @dataclass(frozen=True)
 class Owner:
-    """The SearchIndex a child belongs to."""
+    """The object a child belongs to: a SearchIndex, or (kind) a SearchWorkspace."""
 
     name: str
     namespace: str
     uid: str
+    kind: str = KIND
 
     @classmethod
-    def from_body(cls, body) -> Owner:
+    def from_body(cls, body, kind: str = KIND) -> Owner:
         meta = body["metadata"]
-        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], kind=kind)
 
     def reference(self) -> dict:
         # controller=True lets `kubectl describe` and garbage collection know who owns the child;
-        # blockOwnerDeletion keeps a foreground delete of the SearchIndex waiting for its children.
-        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
+        # blockOwnerDeletion keeps a foreground delete of the owner waiting for its children.
+        return {"apiVersion": API_VERSION, "kind": self.kind, "name": self.name, "uid": self.uid,
                 "controller": True, "blockOwnerDeletion": True}
 
 

@@ -20,6 +20,7 @@ from . import workspaces as ws_
 from .events import now, post_event
 from .kube import KubeError, NotFound
 from .names import GROUP, VERSION, controller_of
+from .status import merge_conditions
 from .workspace_reconcile import Result, reconcile
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,12 @@ class WorkspacePasses:
             return
         old = body.get("status") or {}
         prior = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        status = "True" if result.ready else "False"
-        changed = (prior.get("status"), prior.get("reason")) != (status, result.reason)
-        ready = {"type": "Ready", "status": status, "reason": result.reason, "message": result.message[:1024],
-                 "observedGeneration": meta.get("generation"),
-                 "lastTransitionTime": now() if changed else prior.get("lastTransitionTime", now())}
-        new = {"observedGeneration": meta.get("generation"), **result.fields, "conditions": [ready]}
+        ready = {"type": "Ready", "status": "True" if result.ready else "False", "reason": result.reason,
+                 "message": result.message[:1024]}
+        # A new reason is an Event; lastTransitionTime moves with the status only (as a SearchIndex's).
+        changed = (prior.get("status"), prior.get("reason")) != (ready["status"], result.reason)
+        conditions = merge_conditions(old.get("conditions"), [ready], now(), meta.get("generation"))
+        new = {"observedGeneration": meta.get("generation"), **result.fields, "conditions": conditions}
         if {k: old.get(k) for k in new} != new:
             try:
                 self.kube.patch(ws_.PLURAL, meta["namespace"], meta["name"], {"status": new}, subresource="status")

@@ -22,6 +22,7 @@ import base64
 import json
 import logging
 import secrets
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import workspaces as ws_
@@ -74,10 +75,17 @@ def _ours(secret: dict, ws: Owner) -> bool:
     return labels.get(ws_.WORKSPACE_LABEL) == ws.name and labels.get(ws_.WORKSPACE_NAMESPACE_LABEL) == ws.namespace
 
 
-def _forbidden(exc: KubeError, namespace: str, name: str) -> Stop:
-    return Stop("SecretWriteForbidden", f"the operator may not write Secret {namespace}/{name}: RBAC refused it "
-                                        f"({exc.status}); grant the namespace {namespace} with the chart's "
-                                        "operator.tokenNamespaces")
+@contextmanager
+def _secret_access(namespace: str, name: str):
+    """A Secret RBAC keeps the operator from (another namespace not granted) stops the pass."""
+    try:
+        yield
+    except KubeError as exc:
+        if exc.status != 403:
+            raise
+        raise Stop("SecretWriteForbidden", f"the operator may not write Secret {namespace}/{name}: RBAC refused it "
+                                           f"({exc.status}); grant the namespace {namespace} with the chart's "
+                                           "operator.tokenNamespaces") from None
 
 
 def set_finalizers(kube: Kube, ws: Owner, body: dict, finalizers: list[str]) -> None:
@@ -104,22 +112,18 @@ def _index(kube: Kube, ws: Owner, name: str):
 
 def _remove_target(kube: Kube, ws: Owner, where: str) -> None:
     namespace, _, name = where.partition("/")
-    try:
+    with _secret_access(namespace, name):
         live = kube.get("secrets", namespace, name)
         if live is not None and _ours(live, ws):
             log.info("deleting secret %s (its token is revoked)", where)
             kube.delete("secrets", namespace, name)
-    except KubeError as exc:
-        if exc.status == 403:
-            raise _forbidden(exc, namespace, name) from None
-        raise
 
 
 def _write_target(kube: Kube, ws: Owner, token: ws_.WorkspaceToken, value: str) -> bool:
     """The token in its target Secret; True when it was written (created or drift corrected)."""
     manifest = ws_.target_secret(ws, token, value)
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    try:
+    with _secret_access(namespace, name):
         live = kube.get("secrets", namespace, name)
         if live is None:
             log.info("writing token %s to secret %s/%s", token.name, namespace, name)
@@ -134,10 +138,6 @@ def _write_target(kube: Kube, ws: Owner, token: ws_.WorkspaceToken, value: str) 
         kube.patch("secrets", namespace, name, {"data": {token.secret.key: base64.b64encode(value.encode()).decode()},
                                                 "metadata": {"labels": manifest["metadata"]["labels"]}})
         return True
-    except KubeError as exc:
-        if exc.status == 403:
-            raise _forbidden(exc, namespace, name) from None
-        raise
 
 
 def finalize(kube: Kube, ws: Owner, body: dict) -> Result | None:
@@ -200,17 +200,16 @@ def _converge(kube: Kube, ws: Owner, spec: ws_.SearchWorkspaceSpec, index, field
     own = kube.get("secrets", ws.namespace, name)
     values, delivered = _decoded(own), _delivered(own)
     declared = {t.name: t for t in spec.tokens}
+    targets = {t.name: "/".join(ws_.target(ws, t)) for t in spec.tokens}  # namespace/name
     before = dict(values)
     for token in spec.tokens:
-        where = f"{token.secret.namespace or ws.namespace}/{token.secret.name}"
+        where = targets[token.name]
         if token.name not in values:
             values[token.name] = new_secret()
         elif delivered.get(token.name) == where:
             namespace, _, target = where.partition("/")
-            try:
+            with _secret_access(namespace, target):
                 gone = kube.get("secrets", namespace, target) is None
-            except KubeError as exc:
-                raise _forbidden(exc, namespace, target) if exc.status == 403 else exc from None
             if gone:  # deleted by hand: that is how a token is rotated
                 values[token.name] = new_secret()
                 delivered.pop(token.name)
@@ -239,7 +238,7 @@ def _converge(kube: Kube, ws: Owner, spec: ws_.SearchWorkspaceSpec, index, field
     registered_at = (live.get("status") or {}).get("completionTime")
     token_status, problems = [], []
     for token in spec.tokens:
-        where = f"{token.secret.namespace or ws.namespace}/{token.secret.name}"
+        where = targets[token.name]
         try:
             if delivered.get(token.name) not in (None, where):
                 _remove_target(kube, ws, delivered[token.name])  # moved: the old place no longer holds it
@@ -268,7 +267,7 @@ def _converge(kube: Kube, ws: Owner, spec: ws_.SearchWorkspaceSpec, index, field
 
 def reconcile(kube: Kube, body: dict) -> Result | None:
     """The pass; None when the object is gone (its finalizer removed)."""
-    ws = Owner.from_body(body)
+    ws = Owner.from_body(body, ws_.KIND)
     if body["metadata"].get("deletionTimestamp"):
         return finalize(kube, ws, body)
     try:

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from . import builders, crdgen
-from .names import GROUP, HASH_ANNOTATION, VERSION, Owner, child_name, labels, short_hash
+from .names import GROUP, HASH_ANNOTATION, Owner, child_name, labels, short_hash
 from .spec import SearchIndexSpec, SpecError, _field_path, _Model
 
 KIND = "SearchWorkspace"
@@ -168,8 +168,8 @@ def status_schema() -> dict:
 def crd() -> dict:
     """The SearchWorkspace CRD, as `make chart-sync` writes it to charts/backscroll/crds and
     k8s/base/crd (tests/operator/test_crd.py fails when the files drift from this)."""
-    return crdgen.crd(NAMES, spec=SearchWorkspaceSpec, spec_description="A Backscroll workspace and its tokens, as code.",
-                      status=status_schema(), columns=COLUMNS, required=("spec",))
+    return crdgen.crd(NAMES, spec=SearchWorkspaceSpec, status=status_schema(), columns=COLUMNS, required=("spec",),
+                      spec_description="A Backscroll workspace and its tokens, as code.")
 
 
 def crd_yaml() -> str:
@@ -185,11 +185,6 @@ def prefix(ws: Owner) -> str:
 
 def tokens_secret_name(ws: Owner) -> str:
     return child_name(ws.name, "tokens")
-
-
-def reference(ws: Owner) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": ws.name, "uid": ws.uid,
-            "controller": True, "blockOwnerDeletion": True}
 
 
 def secret_labels(ws: Owner, component: str) -> dict[str, str]:
@@ -209,7 +204,7 @@ def env_name(index: int) -> str:
 
 def _owned(manifest: dict, ws: Owner) -> dict:
     manifest["metadata"]["namespace"] = ws.namespace
-    manifest["metadata"]["ownerReferences"] = [reference(ws)]
+    manifest["metadata"]["ownerReferences"] = [ws.reference()]
     return manifest
 
 
@@ -222,17 +217,22 @@ def tokens_secret(ws: Owner, values: dict[str, str], delivered: dict[str, str]) 
                    "stringData": dict(values)}, ws)
 
 
+def target(ws: Owner, token: WorkspaceToken) -> tuple[str, str]:
+    """Where a token is delivered: its Secret's namespace (the SearchWorkspace's by default) and name."""
+    return token.secret.namespace or ws.namespace, token.secret.name
+
+
 def target_secret(ws: Owner, token: WorkspaceToken, value: str) -> dict:
     """A token delivered: in the SearchWorkspace's namespace it is owned (garbage-collected with
     it); in another one no owner reference can point across, so the operator deletes it itself."""
-    namespace = token.secret.namespace or ws.namespace
+    namespace, _ = target(ws, token)
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": token.secret.name, "namespace": namespace,
                            "labels": {**secret_labels(ws, "workspace-token"), f"{GROUP}/token": token.name},
                            "annotations": {f"{GROUP}/token-kind": token.kind}},
               "stringData": {token.secret.key: value}}
     if namespace == ws.namespace:
-        secret["metadata"]["ownerReferences"] = [reference(ws)]
+        secret["metadata"]["ownerReferences"] = [ws.reference()]
     return secret
 
 
@@ -253,7 +253,7 @@ def _job(ws: Owner, index: SearchIndexSpec, name: str, component: str, args: lis
          **annotations: str) -> dict:
     container = builders._container(index, "workspace", args, builders._database_env(index) + env)
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
-    job = builders._job(name, Owner(ws.name, ws.namespace, ws.uid), component, container, backoff_limit=6,
+    job = builders._job(name, ws, component, container, backoff_limit=6,
                         settings=builders.pod_settings(index.pod), **annotations)
     job["spec"]["podFailurePolicy"] = {"rules": [
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},

@@ -18,7 +18,7 @@ from backscroll_operator.spec import parse as parse_index
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "k8s/samples").glob("searchworkspace-*.yaml"))
-WS = Owner("acme", "team-a", "uid-1")
+WS = Owner("acme", "team-a", "uid-1", workspaces.KIND)
 INDEX = parse_index({"image": "ghcr.io/backscroll/backscroll:0.1.0", "database": {"secretRef": {"name": "db"}}})
 
 
