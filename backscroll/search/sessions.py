@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 import psycopg
 from psycopg import sql
@@ -21,7 +22,7 @@ from ..errors import BadRequest, NotFound
 from ..vocabulary import MAX_ID, nfc
 from . import hybrid, ranking
 from .cursor import CursorCodec, fingerprint
-from .terms import search_box_terms
+from .terms import SearchTerms, search_box_terms
 from .sessions_sql import (
     RESOLVE_SCOPE, RECENT, SEARCH, CONTENT_LIST, SEARCH_LISTED, SEMANTIC_EXACT,
     SEMANTIC_EXACT_ARMS, SEMANTIC_HNSW, ONE,
@@ -82,6 +83,11 @@ def statistics_agents(scope: Scope) -> list[int]:
     return list(scope.agent_ids)
 
 
+def narrowed_agents(scope: Scope) -> list[int]:
+    """The reader's agents a listing or a search reads, as the `agent` filter narrows them."""
+    return scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
+
+
 def _session(row: dict) -> dict:
     creator = None
     if row["creator_external_id"] is not None:
@@ -134,7 +140,7 @@ def recent(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, before: s
     after_at, after_id = "infinity", MAX_ID
     if before:
         after_at, after_id = codec.decode_keyset(before, "recent", fp)
-    agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
+    agents = narrowed_agents(scope)
     rows = conn.execute(
         RECENT,
         {
@@ -196,27 +202,94 @@ def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int],
         }).fetchall()
 
 
-def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
-           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
-           ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None,
-           side: hybrid.SideConnection | None = None) -> dict:
-    """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
+# ---------------------------------------------------------------------------------------------
+# The steps of a session search, in order (`search` runs them), and what each hands on. A
+# statement binds the groups of parameters it reads: the reader's reach (Reach), the title match
+# (Titles), the content terms (Content), the page (Position) and the excerpts, the fusion (Lists);
+# their names are the statements' own (sessions_sql).
 
-    Title matches come first; below them, content and semantic matches are fused by reciprocal
-    rank when a query vector is available, and ranked by content score alone otherwise (BM25 or
-    ts_rank_cd: `rank`, else the settings'). With `side` (where a second connection may come
-    from), the vector list is produced there while this connection reads the content list."""
-    rank = rank or ranking.Ranking.from_settings(settings)
+
+@dataclass(frozen=True)
+class Position:
+    """Where the page starts: which ranking the cursor pages and the last row it served."""
+    fingerprint: str
+    kind: str | None  # LEXICAL_CURSOR or FUSED_CURSOR; None on a first page
+    after: list       # (tier, score, content score, id) of the last row served
+
+    def params(self, limit: int) -> dict:
+        tier, score, content, conversation = self.after
+        return {"after_tier": tier, "after_score": score, "after_content": content, "after_id": conversation,
+                "fetch": limit + 1}
+
+
+def read_position(codec: CursorCodec, scope: Scope, q: str, before: str | None) -> Position:
     fp = fingerprint("search", q, scope.only_agent)
-    after = [3, math.inf, math.inf, MAX_ID]  # before every row
-    kind = None
-    if before:
-        kind, position = _decode_search_cursor(codec, before, fp)
-        after = _search_position(position)
-    agents = scope.agent_ids if scope.only_agent is None else [a for a in scope.agent_ids if a == scope.only_agent]
-    qv = hybrid.QueryVector(hybrid.LEXICAL)
-    # The query embedding is under way while the statistics and the recent window are read.
-    pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if kind != LEXICAL_CURSOR else None
+    if not before:
+        return Position(fp, None, [3, math.inf, math.inf, MAX_ID])  # before every row
+    kind, position = _decode_search_cursor(codec, before, fp)
+    return Position(fp, kind, _search_position(position))
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The conversations a search may reach: the reader's agents' (as the `agent` filter narrows
+    them) and the reader's own with other agents."""
+    scope: Scope
+    agents: list[int]
+
+    @classmethod
+    def of(cls, scope: Scope) -> Reach:
+        return cls(scope, narrowed_agents(scope))
+
+    @property
+    def other_agents(self) -> list[int]:
+        return [a for a in self.scope.other_agent_ids if self.scope.only_agent is None or a == self.scope.only_agent]
+
+    def params(self) -> dict:
+        s = self.scope
+        return {"ws": s.workspace_id, "actor": s.actor_id, "agents": self.agents, "only_agent": s.only_agent,
+                "other_agents": self.other_agents, "ts_config": s.ts_config}
+
+
+def titles(q: str) -> dict:
+    """The title match: the query as typed, literal inside ILIKE."""
+    return {"q": q, "pattern": f"%{escape_like(q)}%"}
+
+
+def excerpts(limits: Limits) -> dict:
+    """How a content match's excerpt is cut and marked."""
+    return {"searchable": SEARCHABLE_CHARS, "markers": HL_START + HL_STOP,
+            "headline_options": headline_options(limits.excerpt_words)}
+
+
+@dataclass(frozen=True)
+class Content:
+    """The query as the content list reads it: the terms that count and the excluded ones, those
+    candidates are read from (the rarest), the recent window they are read in, the ranking's
+    statistics, and the share of the query a fused match must hold."""
+    words: SearchTerms
+    generating: list[str]
+    searching: bool  # any term has lexemes: contents are searched at all
+    since: datetime | None
+    walk: bool
+    stats: ranking.QueryStats
+    rank: ranking.Ranking
+    min_covered: float
+    lexical_weight: float  # the content list's weight in the fusion
+
+    def params(self) -> dict:
+        rank = self.rank
+        return {"rrf_k": hybrid.RRF_K, "rrf_lexical_weight": self.lexical_weight, "pool": rank.pool or None,
+                "since": self.since, "walk": self.walk, "terms": self.words.positive, "gen_terms": self.generating,
+                "negated": self.words.negated, "searching": self.searching,
+                "coverage_weight": rank.coverage_weight if rank.method == "bm25" else 0.0,
+                "min_covered": self.min_covered, **self.stats.params(rank)}
+
+
+def plan_content(conn: psycopg.Connection, reach: Reach, q: str, rank: ranking.Ranking,
+                 settings: Settings | None) -> Content:
+    """The query's terms and statistics, and the recent window content candidates are read from."""
+    scope, agents = reach.scope, reach.agents
     cfg = scope.ts_config or ranking.MULTILINGUAL
     typed = search_box_terms(q)
     # Candidates come from the rarest terms by their frequency in the agents searched: one read
@@ -225,7 +298,6 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
                                 scope_agents=agents)
     words = replace(typed, positive=list(stats.terms))
     chosen = ranking.generating_terms(list(stats.scope_term_df), rank.pool)
-    generating = [words.positive[i] for i in chosen]
     searching = any(stats.term_has_lexemes)  # lexemes depend on the configuration alone
     # A common word: content candidates are read from the window of the reader's agents' recent
     # messages that holds about the pool's worth of matches (own conversations windowed alike).
@@ -234,43 +306,31 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     # Walking, the window is read through the agents' recency index (message_search_agent_recent,
     # bounded by `since`), each document tested for the word: about twice walk_window's rows.
     walk = ranking.walk_window(since, matches, stats.scope_docs, rank.pool)
-    params = {
-        "ws": scope.workspace_id,
-        "actor": scope.actor_id,
-        "agents": agents,
-        "only_agent": scope.only_agent,
-        "q": q,
-        "pattern": f"%{escape_like(q)}%",
-        "other_agents": [a for a in scope.other_agent_ids
-                         if scope.only_agent is None or a == scope.only_agent],
-        "ts_config": scope.ts_config,
-        "after_tier": after[0],
-        "after_score": after[1],
-        "after_content": after[2],
-        "after_id": after[3],
-        "fetch": limit + 1,
-        "searchable": SEARCHABLE_CHARS,
-        "markers": HL_START + HL_STOP,
-        "headline_options": headline_options(limits.excerpt_words),
-        "rrf_k": hybrid.RRF_K,
-        "rrf_lexical_weight": setting(settings, "hybrid_lexical_weight"),
-        "pool": rank.pool or None,
-        "since": since,
-        "walk": walk,
-        "terms": words.positive,
-        "gen_terms": generating,
-        "negated": words.negated,
-        "searching": searching,
-        "coverage_weight": rank.coverage_weight if rank.method == "bm25" else 0.0,
-        "min_covered": _min_covered(stats, words.positive, rank, settings),
-        **stats.params(rank),
-    }
+    return Content(words, [words.positive[i] for i in chosen], searching, since, walk, stats, rank,
+                   _min_covered(stats, words.positive, rank, settings), setting(settings, "hybrid_lexical_weight"))
 
-    docs = stats.scope_docs
+
+@dataclass(frozen=True)
+class Lists:
+    """The candidate lists the hybrid sequence produced."""
+    qv: hybrid.QueryVector
+    nearest: list[dict]         # conversations nearest first, each with its nearest message
+    content: list[dict] | None  # read beside the vector list; None: the statement reads it
+
+    def params(self) -> dict:
+        return {"fused": self.qv.usable, "vector_conversations": [r["conversation_id"] for r in self.nearest],
+                "vector_messages": [r["message_id"] for r in self.nearest]}
+
+
+def gather_lists(conn: psycopg.Connection, reach: Reach, content: Content, pending: hybrid.PendingVector | None,
+                 side: hybrid.SideConnection | None, ledger: psycopg.Connection | None,
+                 settings: Settings | None) -> Lists:
+    """The vector list and, when it is produced beside, the content list read here meanwhile."""
+    scope, agents, docs = reach.scope, reach.agents, content.stats.scope_docs
     # An exact scan beside the content list is split in its two arms: the reader's agents' on the
     # side connection, the reader's own conversations with other agents here, once the content
     # list is read (a quiet reader's scan is most of its search, and this connection is idle).
-    split = side is not None and pending is not None and scope.actor_id is not None and bool(params["other_agents"])
+    split = side is not None and pending is not None and scope.actor_id is not None and bool(reach.other_agents)
     if split:
         split = hybrid.exact_scope(settings, docs)
 
@@ -283,50 +343,84 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
         return vector_candidates(conn, scope, agents, early, settings, docs=docs, arm="own") if early else []
 
     lists = hybrid.gather(conn, pending, side, scope.workspace_id, agents, ledger=ledger,
-                          lexical=lambda: conn.execute(CONTENT_LIST, params).fetchall(),
+                          lexical=lambda: conn.execute(CONTENT_LIST, {**reach.params(), **content.params()}).fetchall(),
                           vector_list=vector_list, meanwhile=own_arm)
-    qv, nearest, statement = lists.qv, lists.vectors, SEARCH
-    if lists.lexical is not None:
-        if split and nearest is not None:
-            # The arms' conversations are disjoint (an arm each side of `agents`): merged as the
-            # one statement orders them.
-            nearest = sorted([*nearest, *lists.meanwhile], key=lambda r: (r["distance"], r["conversation_id"]))
-        statement = SEARCH_LISTED
-        content = lists.lexical
-        params.update(content_conversations=[r["conversation_id"] for r in content],
-                      content_messages=[r["message_id"] for r in content],
-                      content_scores=[r["score"] for r in content], content_covered=[r["covered"] for r in content],
-                      content_ranks=[r["rank"] for r in content])
-    if kind == FUSED_CURSOR and not qv.usable:
+    nearest = lists.vectors
+    if lists.lexical is not None and split and nearest is not None:
+        # The arms' conversations are disjoint (an arm each side of `agents`): merged as the
+        # one statement orders them.
+        nearest = sorted([*nearest, *lists.meanwhile], key=lambda r: (r["distance"], r["conversation_id"]))
+    return Lists(lists.qv, nearest or [], lists.lexical)
+
+
+def _listed(content: list[dict]) -> dict:
+    """A content list read beforehand, as SEARCH_LISTED binds it."""
+    return {"content_conversations": [r["conversation_id"] for r in content],
+            "content_messages": [r["message_id"] for r in content], "content_scores": [r["score"] for r in content],
+            "content_covered": [r["covered"] for r in content], "content_ranks": [r["rank"] for r in content]}
+
+
+def still_paging(position: Position, qv: hybrid.QueryVector) -> None:
+    """A fused ranking's cursor cannot page on without the vector list."""
+    if position.kind == FUSED_CURSOR and not qv.usable:
         raise BadRequest("this cursor pages a search that used semantic matches, which are unavailable now "
                          f"({hybrid.category(qv) or 'not configured'}); search again from the first page",
                          code="cursor_mode_changed")
-    nearest = nearest or []
-    rows = conn.execute(statement, {
-        **params,
-        "fused": qv.usable,
-        "vector_conversations": [r["conversation_id"] for r in nearest],
-        "vector_messages": [r["message_id"] for r in nearest],
-    }).fetchall()
-    more = len(rows) > limit
+
+
+def run(conn: psycopg.Connection, params: dict, lists: Lists) -> list[dict]:
+    """One statement: title matches first, then content and semantic matches (fused, or content
+    alone), narrowed to the reach, from the page's position on; one row more than the page."""
+    statement, listed = (SEARCH_LISTED, _listed(lists.content)) if lists.content is not None else (SEARCH, {})
+    return conn.execute(statement, {**params, **listed, **lists.params()}).fetchall()
+
+
+def page(rows: list[dict], limit: int, codec: CursorCodec, position: Position,
+         qv: hybrid.QueryVector) -> tuple[list[dict], str | None]:
+    """The page's rows and, when more follow, the cursor after its last (of the ranking it used)."""
+    if len(rows) <= limit:
+        return rows, None
     rows = rows[:limit]
-    sessions = []
-    for row in rows:
-        session = _session(row)
-        matched_on = [on for on in ("title", "content", "semantic") if row[f"on_{on}"]]
-        match: dict = {"on": matched_on, "score": row["score"]}
-        if row["message_id"] is not None:
-            text, spans = parse_excerpt(row["excerpt"] or "")
-            match.update({"message_id": row["message_id"], "excerpt": text, "highlights": spans})
-        session["match"] = match
-        sessions.append(session)
-    nxt = None
-    if more:
-        last = rows[-1]
-        nxt = codec.encode(FUSED_CURSOR if qv.usable else LEXICAL_CURSOR, fp,
-                           [last["tier"], last["score"], last["content_score"], last["id"]])
-    return {"sessions": sessions, "next": nxt, "mode": qv.mode, "degradation": qv.degradation,
-            "ranking": rank.method}
+    last = rows[-1]
+    return rows, codec.encode(FUSED_CURSOR if qv.usable else LEXICAL_CURSOR, position.fingerprint,
+                              [last["tier"], last["score"], last["content_score"], last["id"]])
+
+
+def _found(row: dict) -> dict:
+    """A session as a search answers it: with what it matched on and its excerpt."""
+    session = _session(row)
+    matched_on = [on for on in ("title", "content", "semantic") if row[f"on_{on}"]]
+    match: dict = {"on": matched_on, "score": row["score"]}
+    if row["message_id"] is not None:
+        text, spans = parse_excerpt(row["excerpt"] or "")
+        match.update({"message_id": row["message_id"], "excerpt": text, "highlights": spans})
+    session["match"] = match
+    return session
+
+
+def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
+           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
+           ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None,
+           side: hybrid.SideConnection | None = None) -> dict:
+    """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
+
+    Title matches come first; below them, content and semantic matches are fused by reciprocal
+    rank when a query vector is available, and ranked by content score alone otherwise (BM25 or
+    ts_rank_cd: `rank`, else the settings'). With `side` (where a second connection may come
+    from), the vector list is produced there while this connection reads the content list."""
+    rank = rank or ranking.Ranking.from_settings(settings)
+    position = read_position(codec, scope, q, before)
+    reach = Reach.of(scope)
+    # The query embedding is under way while the statistics and the recent window are read.
+    pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if position.kind != LEXICAL_CURSOR else None
+    content = plan_content(conn, reach, q, rank, settings)
+    lists = gather_lists(conn, reach, content, pending, side, ledger, settings)
+    still_paging(position, lists.qv)
+    rows = run(conn, {**reach.params(), **titles(q), **position.params(limit), **excerpts(limits),
+                      **content.params()}, lists)
+    rows, nxt = page(rows, limit, codec, position, lists.qv)
+    return {"sessions": [_found(r) for r in rows], "next": nxt, "mode": lists.qv.mode,
+            "degradation": lists.qv.degradation, "ranking": rank.method}
 
 
 def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Ranking,
