@@ -12,9 +12,10 @@ fails when a committed file differs from what its model generates.
 from __future__ import annotations
 
 import copy
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from .names import GROUP, VERSION
 
@@ -40,6 +41,29 @@ def filled_in(model: type[BaseModel], description: str):
 # A status field the operator writes as null to clear it (a Field's json_schema_extra); in a spec
 # an optional field is simply omitted.
 NULLABLE = {"nullable": True}
+DATE_TIME = {"format": "date-time"}
+
+
+class Condition(BaseModel):
+    """A metav1.Condition, as every kind's status lists them (status.merge_conditions)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    type: str = Field(description="The condition.")
+    status: Literal["True", "False", "Unknown"] = Field(description="Whether it holds.")
+    reason: str | None = Field(default=None, description="Why, in one CamelCase word.")
+    message: str | None = Field(default=None, description="Why, in words.")
+    last_transition_time: str | None = Field(default=None, json_schema_extra=DATE_TIME,
+                                             description="When status last changed.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The metadata.generation this condition was computed for (older than "
+                                        "metadata.generation: the operator has not acted on the latest spec yet).")
+
+
+def conditions(description: str | None = None):
+    """A status's conditions: a list with one entry per type (server-side apply merges by type)."""
+    return Field(default=None, description=description,
+                 json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
 
 
 def _resolved(node: dict, defs: dict) -> dict:
@@ -102,6 +126,7 @@ def _rank(key: str) -> int:
 def schema(model: type[BaseModel]) -> dict:
     """The model's schema as the CRD holds it: no $ref, no null, every Kubernetes keyword kept."""
     raw = model.model_json_schema(by_alias=True)
+    raw.pop("description", None)  # the docstring: the CRD's caller says what the object is
     return copy.deepcopy(_structural(raw, raw.get("$defs") or {}))  # a model used twice shares nothing
 
 
@@ -112,8 +137,9 @@ class Names(NamedTuple):
     short_name: str
 
 
-def crd(names: Names, *, spec: type[BaseModel], spec_description: str, status: dict, columns: list[dict],
-        required: tuple[str, ...] = (), root: dict | None = None) -> dict:
+def crd(names: Names, *, spec: type[BaseModel], spec_description: str, status: type[BaseModel],
+        columns: list[dict], status_description: str | None = None, required: tuple[str, ...] = (),
+        root: dict | None = None) -> dict:
     """The CRD of one kind at one version (served and stored: no conversion). `root` adds keys
     to the object's schema (its description, a CEL rule on metadata)."""
     return {
@@ -134,7 +160,8 @@ def crd(names: Names, *, spec: type[BaseModel], spec_description: str, status: d
                         "kind": {"type": "string", "description": f"{names.kind}."},
                         "metadata": {"type": "object"},
                         "spec": {**schema(spec), "description": spec_description},
-                        "status": status}}},
+                        "status": {**schema(status),
+                                   **({"description": status_description} if status_description else {})}}}},
             }],
         },
     }

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from . import crdgen, rollout
-from .crdgen import NULLABLE, Names, Rule
+from .crdgen import NULLABLE, Condition, Names, Rule
 from .spec import SearchIndexSpec, _Model
 from .status import CONDITIONS
 
@@ -100,20 +100,6 @@ class RolloutStatus(_Model):
                                     description="What the phase waits for, in words.")
 
 
-class Condition(_Model):
-    """A metav1.Condition."""
-
-    type: str = Field(description="The condition.")
-    status: Literal["True", "False", "Unknown"] = Field(description="Whether it holds.")
-    reason: str | None = Field(default=None, description="Why, in one CamelCase word.")
-    message: str | None = Field(default=None, description="Why, in words.")
-    last_transition_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
-                                             description="When status last changed.")
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The metadata.generation this condition was computed for (older than "
-                                        "metadata.generation: the operator has not acted on the latest spec yet).")
-
-
 class SearchIndexStatus(_Model):
     observed_generation: int | None = Field(default=None, description="The metadata.generation this status describes.")
     operator_version: str | None = Field(
@@ -132,20 +118,13 @@ class SearchIndexStatus(_Model):
     models: list[StoredModel] | None = Field(
         default=None, description="Every model the database holds vectors of, from the API's GET /v1/status.")
     rollout: RolloutStatus | None = Field(default=None, description="The model rollout, phase by phase.")
-    conditions: list[Condition] | None = Field(
-        default=None, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-        description=f"{', '.join(CONDITIONS[:-1])} and {CONDITIONS[-1]}.")
-
-
-def status_schema() -> dict:
-    return {**crdgen.schema(SearchIndexStatus),
-            "description": "What the operator observed; written by the operator only."}
+    conditions: list[Condition] | None = crdgen.conditions(f"{', '.join(CONDITIONS[:-1])} and {CONDITIONS[-1]}.")
 
 
 def crd() -> dict:
-    return crdgen.crd(NAMES, spec=SearchIndexSpec, spec_description=SPEC_DESCRIPTION, status=status_schema(),
-                      columns=COLUMNS,
-                      root={"description": DESCRIPTION, **crdgen.validations(NAME_IS_A_LABEL)})
+    return crdgen.crd(NAMES, spec=SearchIndexSpec, spec_description=SPEC_DESCRIPTION, status=SearchIndexStatus,
+                      status_description="What the operator observed; written by the operator only.",
+                      columns=COLUMNS, root={"description": DESCRIPTION, **crdgen.validations(NAME_IS_A_LABEL)})
 
 
 def crd_yaml() -> str:

@@ -145,31 +145,30 @@ COLUMNS = [
      "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'}]
 
 
-def _condition_schema() -> dict:
-    return {"type": "object", "required": ["type", "status"], "properties": {
-        "type": {"type": "string"}, "status": {"type": "string"}, "reason": {"type": "string"},
-        "message": {"type": "string"}, "lastTransitionTime": {"type": "string", "format": "date-time"},
-        "observedGeneration": {"type": "integer"}}}
+class TokenStatus(_Model):
+    name: str | None = None
+    kind: str | None = None
+    secret: str | None = None
+    registered_at: str | None = Field(default=None, json_schema_extra=crdgen.DATE_TIME)
 
 
-def status_schema() -> dict:
-    return {"type": "object", "properties": {
-        "observedGeneration": {"type": "integer"},
-        "index": {"type": "string"}, "slug": {"type": "string"},
-        "tokens": {"type": "string", "description": "live tokens / declared tokens"},
-        "registrationJob": {"type": "string"},
-        "conditions": {"type": "array", "items": _condition_schema(),
-                       "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-        "tokenStatus": {"type": "array", "items": {"type": "object", "properties": {
-            "name": {"type": "string"}, "kind": {"type": "string"}, "secret": {"type": "string"},
-            "registeredAt": {"type": "string", "format": "date-time"}}}}}}
+class SearchWorkspaceStatus(_Model):
+    """What workspace_handlers publishes: Result.fields and the Ready condition."""
+
+    observed_generation: int | None = None
+    index: str | None = None
+    slug: str | None = None
+    tokens: str | None = Field(default=None, description="live tokens / declared tokens")
+    registration_job: str | None = None
+    conditions: list[crdgen.Condition] | None = crdgen.conditions()
+    token_status: list[TokenStatus] | None = None
 
 
 def crd() -> dict:
     """The SearchWorkspace CRD, as `make chart-sync` writes it to charts/backscroll/crds and
     k8s/base/crd (tests/operator/test_crd.py fails when the files drift from this)."""
-    return crdgen.crd(NAMES, spec=SearchWorkspaceSpec, status=status_schema(), columns=COLUMNS, required=("spec",),
-                      spec_description="A Backscroll workspace and its tokens, as code.")
+    return crdgen.crd(NAMES, spec=SearchWorkspaceSpec, status=SearchWorkspaceStatus, columns=COLUMNS,
+                      required=("spec",), spec_description="A Backscroll workspace and its tokens, as code.")
 
 
 def crd_yaml() -> str:
