@@ -5,9 +5,9 @@ From the models (operator/backscroll_operator: spec.py and index_crd.py for the 
 workspaces.py for the SearchWorkspace, crdgen.py the generator they share):
 - each CRD, the same bytes in k8s/base/crd/ (kustomize) and charts/backscroll/crds/ (Helm installs
   crds/ as they are);
-- values.schema.json's `searchIndex.spec` is the CRD's spec schema, closed (additionalProperties:
-  false) wherever the CRD lists properties, so a typo in values fails `helm install` instead of
-  being pruned silently by the API server;
+- values.schema.json's `searchIndex.spec` and `workspaces[].spec` are their CRD's spec schema,
+  closed (additionalProperties: false) wherever the CRD lists properties, so a typo in values
+  fails `helm install` instead of being pruned silently by the API server;
 - the CRD's CEL rules (x-kubernetes-validations) become JSON-schema constructs beside them, so
   `helm install` refuses what the API server would (e.g. server and external together). The rules
   translated are the presence logic CEL writes with has(): `has(self.a) != has(self.b)` (exactly
@@ -156,21 +156,30 @@ def _close(node: dict) -> dict:
     return node
 
 
+# Required fields the chart's templates fill in when values leave them out, by kind.
+CHART_FILLS = {
+    "SearchIndex": ("image",),  # from searchIndex.image
+    "SearchWorkspace": ("indexRef",),  # the release's SearchIndex (templates/searchworkspaces.yaml)
+}
+
+
 def spec_schema(crd: str | dict) -> dict:
-    """values.schema.json's searchIndex.spec from the CRD (a document, or its YAML)."""
+    """values.schema.json's spec of a kind from its CRD (a document, or its YAML)."""
     crd = yaml.safe_load(crd) if isinstance(crd, str) else crd
     # The values describe the storage version's spec (every served version has the same schema
     # while conversion is None: tests/operator/test_crd.py holds them to it).
     (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     spec = _close(copy.deepcopy(version["schema"]["openAPIV3Schema"]["properties"]["spec"]))
-    # The chart fills spec.image from searchIndex.image when values leave it out.
-    spec["required"] = [r for r in spec.get("required", []) if r != "image"]
+    filled = CHART_FILLS[crd["spec"]["names"]["kind"]]
+    spec["required"] = [r for r in spec.get("required", []) if r not in filled]
     return spec
 
 
-def synced_schema(values_schema: dict, crd: str | dict) -> dict:
+def synced_schema(values_schema: dict, index: dict, workspace: dict) -> dict:
+    """values.schema.json with searchIndex.spec and each workspaces[].spec from the CRDs."""
     schema = copy.deepcopy(values_schema)
-    schema["properties"]["searchIndex"]["properties"]["spec"] = spec_schema(crd)
+    schema["properties"]["searchIndex"]["properties"]["spec"] = spec_schema(index)
+    schema["properties"]["workspaces"]["items"]["properties"]["spec"] = spec_schema(workspace)
     return schema
 
 
@@ -186,7 +195,7 @@ def generated(values_schema_text: str) -> dict[str, str]:
         text = kind.crd_yaml()
         for folder in CRD_FOLDERS:
             files[f"{folder}/{kind.NAMES.plural}.{GROUP}.yaml"] = text
-    files[VALUES_SCHEMA] = render(synced_schema(json.loads(values_schema_text), index_crd.crd()))
+    files[VALUES_SCHEMA] = render(synced_schema(json.loads(values_schema_text), index_crd.crd(), workspaces.crd()))
     return files
 
 

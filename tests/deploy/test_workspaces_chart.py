@@ -35,6 +35,16 @@ def test_workspaces_render_searchworkspaces(helm):
     assert not of_kind(render(helm), "SearchWorkspace"), "none by default"
 
 
+def test_helm_refuses_a_workspace_the_crd_would_not_keep(helm):
+    """workspaces[].spec is the CRD's spec schema, closed (charts/sync_chart.py): a misspelt field
+    fails the install instead of being pruned by the API server, a wrong kind before it is applied."""
+    for token in ({"name": "t", "kind": "ingest", "secret": {"name": "s"}, "agent": ["x"]},
+                  {"name": "t", "kind": "reader", "secret": {"name": "s"}}):
+        values = [{"name": "acme", "spec": {"slug": "acme", "tokens": [token]}}]
+        done = run(helm, "template", "rel", str(CHART), "--set-json", f"workspaces={json.dumps(values)}")
+        assert done.returncode != 0 and "workspaces" in done.stderr, done.stderr
+
+
 def test_token_namespaces_grant_secrets_only_there(helm):
     docs = render(helm, "--set", "operator.tokenNamespaces={agents}")
     (role,) = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] == "rel-backscroll-tokens"]
