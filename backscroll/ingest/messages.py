@@ -12,6 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from .. import language
+from ..config import get_settings
 from ..errors import BadRequest, Conflict, NotFound
 from .actors import ensure_actor
 from .models import MessageIn, MessagePatch, State, audience_params
@@ -29,29 +30,6 @@ select c.id, c.audience_kind::text as audience_kind, c.audience_namespace, c.aud
   from conversations c join connectors n on n.id = c.connector_id
  where c.id = %(id)s and c.workspace_id = %(workspace_id)s
    for no key update of c
-"""
-INSERT_MESSAGE = """
-insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
-                      audience_kind, audience_namespace, audience_readers, audience_inherited, created_at,
-                      updated_at, history_message_ids, memory_ids, language)
-values (%(conversation_id)s, %(external_id)s, %(speaker_actor_id)s, %(role)s, %(body)s, %(state)s,
-        %(audience_kind)s, %(audience_namespace)s, %(audience_readers)s, %(audience_inherited)s,
-        coalesce(%(created_at)s, now()), coalesce(%(created_at)s, now()),
-        %(history_message_ids)s::bigint[], %(memory_ids)s::bigint[], %(language)s::regconfig)
-on conflict (conversation_id, external_id) do update
-   set body = excluded.body, state = excluded.state, role = excluded.role,
-       speaker_actor_id = excluded.speaker_actor_id, language = excluded.language
- where messages.state = 'streaming'
-   and (messages.body, messages.state, messages.role, messages.speaker_actor_id)
-       is distinct from (excluded.body, excluded.state, excluded.role, excluded.speaker_actor_id)
-returning id, (xmax = 0) as created
-"""
-# A replayed message is a no-op; only a streaming one may still change through a replay.
-SELECT_MESSAGE_BY_KEY = """
-select id, state::text as state,
-       (body, role, speaker_actor_id) is not distinct from (%(body)s, %(role)s::message_role, %(speaker_actor_id)s::bigint)
-       and state::text = %(state)s as same
-  from messages where conversation_id = %(conversation_id)s and external_id = %(external_id)s
 """
 INSERT_EVIDENCE = """
 insert into message_source_evidence (message_id, kind, reference) values (%(id)s, %(kind)s, %(reference)s)
@@ -121,52 +99,16 @@ delete from messages where id = any(array(
 """
 
 
-def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id: int, msg: MessageIn) -> tuple[int, bool]:
-    """Add a message (idempotent on its external id); returns (id, created)."""
-    conv = conn.execute(SELECT_CONVERSATION_FOR_WRITE, {"id": conversation_id, "workspace_id": workspace_id}).fetchone()
-    if conv is None:
-        raise NotFound(f"no conversation {conversation_id}")
-    namespace = conv["connector_namespace"]
-    speaker_id = ensure_actor(conn, workspace_id, namespace, msg.speaker) if msg.speaker else None
-    inherited = {
-        "audience_kind": conv["audience_kind"],
-        "audience_namespace": conv["audience_namespace"],
-        "audience_readers": conv["audience_readers"],
-    }
-    history = sorted(set(msg.history_message_ids))
-    memories = sorted(set(msg.memory_ids))
-    check_provenance(conn, workspace_id, history, memories)
-    params = {
-        "conversation_id": conversation_id,
-        "external_id": msg.external_id,
-        "speaker_actor_id": speaker_id,
-        "role": msg.role.value,
-        "body": msg.body,
-        "state": msg.state.value,
-        "created_at": msg.created_at,
-        "history_message_ids": history,
-        "memory_ids": memories,
-        "audience_inherited": msg.audience is None,
-        "language": language.detector(conn).detect(msg.body),
-        **audience_params(msg.audience, namespace, inherited),
-    }
-    row = conn.execute(INSERT_MESSAGE, params).fetchone()
-    if row is None:
-        existing = conn.execute(SELECT_MESSAGE_BY_KEY, params).fetchone()
-        if not existing["same"]:
-            raise Conflict(f"message {msg.external_id!r} is finished and can no longer change",
-                           code="message_finished")
-        return existing["id"], False
-    if row["created"] and msg.evidence is not None:
-        conn.execute(INSERT_EVIDENCE, {"id": row["id"], "kind": msg.evidence.kind,
-                                       "reference": msg.evidence.reference})
-    return row["id"], bool(row["created"])
+def _detector(conn: psycopg.Connection) -> language.Detector:
+    """The language detector of this process's settings: every path that writes a message (the
+    API, an import, a reply) detects with the languages the deployment configured."""
+    return language.detector(conn, get_settings().language)
 
 
-# Many messages of one conversation in one statement (an import line): the indexing trigger then
-# writes their documents, statistics deltas and embedding jobs once for the statement (migration
-# 0023). The same rules as INSERT_MESSAGE, row by row: a new external id is inserted, a streaming
-# message may still change, a finished one may not.
+# Messages of one conversation in one statement (one appended, or an import line's): the indexing
+# trigger then writes their documents, statistics deltas and embedding jobs once for the statement
+# (migration 0023). Row by row, a new external id is inserted, a streaming message may still
+# change, a finished one may not: a replayed message is a no-op.
 INSERT_MESSAGES = """
 insert into messages (conversation_id, external_id, speaker_actor_id, role, body, state,
                       audience_kind, audience_namespace, audience_readers, audience_inherited, created_at,
@@ -202,12 +144,17 @@ on conflict (message_id) do nothing
 """
 
 
+def append_message(conn: psycopg.Connection, workspace_id: int, conversation_id: int, msg: MessageIn) -> tuple[int, bool]:
+    """Add a message (idempotent on its external id); returns (id, created)."""
+    return append_messages(conn, workspace_id, conversation_id, [msg])[0]
+
+
 def append_messages(conn: psycopg.Connection, workspace_id: int, conversation_id: int,
                     messages: list[MessageIn]) -> list[tuple[int, bool]]:
-    """append_message for many messages of one conversation, in one statement; (id, created) of
-    each, in order. Messages without an external id, or one id twice, go one by one."""
+    """Add messages of one conversation, in one statement; (id, created) of each, in order.
+    Several without an external id, or one id twice, go one by one."""
     keys = [m.external_id for m in messages]
-    if len(messages) < 2 or None in keys or len(set(keys)) < len(keys):
+    if len(messages) > 1 and (None in keys or len(set(keys)) < len(keys)):
         return [append_message(conn, workspace_id, conversation_id, m) for m in messages]
     conv = conn.execute(SELECT_CONVERSATION_FOR_WRITE, {"id": conversation_id, "workspace_id": workspace_id}).fetchone()
     if conv is None:
@@ -217,7 +164,7 @@ def append_messages(conn: psycopg.Connection, workspace_id: int, conversation_id
     speakers: dict[tuple, int] = {}
     history: set[int] = set()
     memories: set[int] = set()
-    detect = language.detector(conn)
+    detect = _detector(conn)
     rows = []
     for i, msg in enumerate(messages):
         speaker_id = None
@@ -280,7 +227,7 @@ def patch_message(conn: psycopg.Connection, workspace_id: int, message_id: int, 
          "state": patch.state.value if patch.state else None, "sample": language.SAMPLE_CHARS},
     ).fetchone()
     if row["sample"] is not None:
-        conn.execute(SET_LANGUAGE, {"id": message_id, "language": language.detector(conn).detect(row["sample"])})
+        conn.execute(SET_LANGUAGE, {"id": message_id, "language": _detector(conn).detect(row["sample"])})
     return {k: row[k] for k in ("id", "state", "body_chars")}
 
 
@@ -296,7 +243,7 @@ def write_reply(conn: psycopg.Connection, conversation_id: int, turn_id: int, *,
     Returns its id."""
     reply_id = conn.execute(INSERT_REPLY, {"conversation": conversation_id, "external_id": external_id, "body": body,
                                            "history": history, "memories": memories,
-                                           "language": language.detector(conn).detect(body)}).fetchone()["id"]
+                                           "language": _detector(conn).detect(body)}).fetchone()["id"]
     conn.execute(INSERT_EVIDENCE, {"id": reply_id, "kind": "agent_reply", "reference": f"turn:{turn_id}"})
     return reply_id
 
