@@ -40,6 +40,18 @@ def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_it(tmp_path):
     assert "backscroll.store.db -> backscroll.search.sessions" in result.stdout, result.stdout
 
 
+def test_ingest_does_not_import_search(tmp_path):
+    """search sits above ingest (issue 33): a turn's reply and memories are written by ingest, so
+    ingest reaching up into search is reported."""
+    shutil.copytree(ROOT / "backscroll", tmp_path / "backscroll", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    links = tmp_path / "backscroll" / "ingest" / "links.py"
+    links.write_text(links.read_text() + "\nfrom ..search import turns  # noqa: E402,F401\n")
+    result = lint_imports(tmp_path, pythonpath=tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "backscroll.ingest.links -> backscroll.search.turns" in result.stdout, result.stdout
+
+
 def test_every_package_of_the_tree_is_declared():
     """setuptools' explicit `packages` list is what a wheel ships: a package folder missing from
     it would import from a checkout and be absent from the image."""
