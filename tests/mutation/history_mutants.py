@@ -1,5 +1,5 @@
-"""Mutants of the disclosure predicates (sql/0004_disclosure.sql as 0018_fail_closed.sql redefines
-them) and what each must do.
+"""Mutants of the disclosure predicates (sql/definitions/20_disclosure.sql and 30_lineage.sql) and
+what each must do.
 
 - the audience predicate replaced with `true`: every test marked `privacy` fails, each with a
   named disclosure;
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from mutants import Mutant
 
-# The predicates as they stand: 0018 redefines the linked identities and both lineage walks, 0028
-# the audience predicate (a mutant of an older definition would be overridden, and survive).
-DISCLOSURE = IDENTITIES = VERDICTS = FAIL_CLOSED = "sql/0018_fail_closed.sql"
-AUDIENCE = "sql/0028_external_into_members.sql"
+# The predicates as they stand: each function's one definition, applied after the migrations (a
+# mutant of a migration's historical text would be overridden, and survive).
+AUDIENCE = IDENTITIES = FAIL_CLOSED = RECEIVABLE = "sql/definitions/20_disclosure.sql"
+DISCLOSURE = VERDICTS = "sql/definitions/30_lineage.sql"
 
 
 @dataclass(frozen=True)
@@ -43,14 +43,15 @@ HISTORY_MUTANTS = [
         when 'public' then true""", expect="all_privacy"),
     ExpectingMutant("disclosure: lineage walk", DISCLOSURE, "backscroll_lineage_allows",
                     "return nodes <= 5000 and denied = 0;", "return true;", expect="exactly_lineage"),
-    # The audit's lineage counts come from one batched walk with its own copy of the node rule;
-    # the exclusion-count tests kill each weakening of it.
+    # The audit's lineage counts come from one batched walk; it and the walk of one root take each
+    # node's verdict from backscroll_lineage_node_allows. The exclusion-count tests kill each
+    # weakening of the batch's per-root verdict, the lineage tests each weakening of a node's.
     ExpectingMutant("audit: lineage verdicts per pool member", VERDICTS, "backscroll_lineage_denied",
                     "where not (r.nodes <= 5000 and r.allowed)", "where false"),
-    ExpectingMutant("audit: lineage verdicts, a message node's audience", VERDICTS, "backscroll_lineage_denied",
+    ExpectingMutant("audit: lineage verdicts, a message node's audience", VERDICTS, "backscroll_lineage_node_allows",
                     "backscroll_disclosable(p_agent, m.conversation_id, m.audience_kind",
                     "backscroll_disclosable(p_agent, m.conversation_id, 'public'::audience_kind"),
-    ExpectingMutant("audit: lineage verdicts, a memory's audience", VERDICTS, "backscroll_lineage_denied",
+    ExpectingMutant("audit: lineage verdicts, a memory's audience", VERDICTS, "backscroll_lineage_node_allows",
                     "k.audience_kind, k.audience_namespace, k.audience_readers",
                     "'public'::audience_kind, k.audience_namespace, k.audience_readers"),
     ExpectingMutant("disclosure: source evidence in search", "backscroll/search/history_sql.py", "EXCLUDED_BEFORE_AUDIENCE",
@@ -122,7 +123,7 @@ HISTORY_MUTANTS = [
     # the same again for the vector list and the classification; weakening it there alone changes
     # no answer, so it is not a mutant of its own.)
     ExpectingMutant("fail closed: search takes every sealed row for the destination's own",
-                    "sql/0027_audience_statistics.sql", "backscroll_receivable_audiences",
+                    RECEIVABLE, "backscroll_receivable_audiences",
                     "backscroll_sealed_allows(a.sealed_conversation, a.kind",
                     "backscroll_sealed_allows(d_conversation, a.kind", named="sound_and_complete"),
     ExpectingMutant("fail closed: the recheck takes every sealed row for the destination's own",
@@ -137,7 +138,7 @@ HISTORY_MUTANTS = [
                     "SCOPES", " and audience_id = any(%(audiences)s::bigint[])", "",
                     named="scores_do_not_move_with_dms",
                     suites=noninterference("test_search_history_scores_do_not_move_with_dms_of_another_person")),
-    ExpectingMutant("non-interference: every audience key receivable", "sql/0027_audience_statistics.sql",
+    ExpectingMutant("non-interference: every audience key receivable", RECEIVABLE,
                     "backscroll_receivable_audiences",
                     "and (backscroll_audience_allows(a.kind", "and (true or backscroll_audience_allows(a.kind",
                     suites=noninterference("test_search_history_scores_do_not_move_with_dms_of_another_person")),
