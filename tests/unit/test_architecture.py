@@ -23,6 +23,15 @@ def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.Com
                           capture_output=True, text=True, timeout=120)
 
 
+def lint_with_import(tmp_path: Path, module: str, statement: str) -> subprocess.CompletedProcess:
+    """lint-imports on a copy of the tree whose `module` (under backscroll/) gained `statement`."""
+    shutil.copytree(ROOT / "backscroll", tmp_path / "backscroll", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    path = tmp_path / "backscroll" / module
+    path.write_text(path.read_text() + f"\n{statement}  # noqa: E402,F401\n")
+    return lint_imports(tmp_path, pythonpath=tmp_path)
+
+
 def test_the_layers_contract_is_kept():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -31,11 +40,7 @@ def test_the_layers_contract_is_kept():
 
 def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_it(tmp_path):
     """The contract bites: the store importing the search (a copy of the tree) is reported."""
-    shutil.copytree(ROOT / "backscroll", tmp_path / "backscroll", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    db = tmp_path / "backscroll" / "store" / "db.py"
-    db.write_text(db.read_text() + "\nfrom ..search import sessions  # noqa: E402,F401\n")
-    result = lint_imports(tmp_path, pythonpath=tmp_path)
+    result = lint_with_import(tmp_path, "store/db.py", "from ..search import sessions")
     assert result.returncode != 0, result.stdout
     assert "backscroll.store.db -> backscroll.search.sessions" in result.stdout, result.stdout
 
@@ -43,11 +48,7 @@ def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_it(tmp_path):
 def test_ingest_does_not_import_search(tmp_path):
     """search sits above ingest (issue 33): a turn's reply and memories are written by ingest, so
     ingest reaching up into search is reported."""
-    shutil.copytree(ROOT / "backscroll", tmp_path / "backscroll", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    links = tmp_path / "backscroll" / "ingest" / "links.py"
-    links.write_text(links.read_text() + "\nfrom ..search import turns  # noqa: E402,F401\n")
-    result = lint_imports(tmp_path, pythonpath=tmp_path)
+    result = lint_with_import(tmp_path, "ingest/links.py", "from ..search import turns")
     assert result.returncode != 0, result.stdout
     assert "backscroll.ingest.links -> backscroll.search.turns" in result.stdout, result.stdout
 
