@@ -126,12 +126,14 @@ def test_a_database_of_a_later_release_keeps_its_definitions(db_url, sql_copy):
     assert _catalog(db_url) == later
 
 
-def test_a_database_at_the_previous_release_upgrades_in_place(empty_db_url, template_url, tmp_path):
-    """A live database at 0031 (migrated before sql/definitions/ existed) gets the ledger and every
-    definitions file, and then holds what a fresh one holds."""
-    migrate(empty_db_url, directory=migrations_through(tmp_path, 31))
+@pytest.mark.parametrize("version", [1, 9, 18, 22, 27, 31])
+def test_a_database_at_an_earlier_version_upgrades_in_place(empty_db_url, template_url, tmp_path, version):
+    """A live database at an earlier version (0031: the last before sql/definitions/ existed) gets
+    the migrations it lacks, the ledger and every definitions file, and then holds what a new one
+    holds."""
+    migrate(empty_db_url, directory=migrations_through(tmp_path, version))
     applied = migrate(empty_db_url)
-    assert [m.label for m in applied] == [m.label for m in load_migrations() if m.version > 31]
+    assert [m.label for m in applied] == [m.label for m in load_migrations() if m.version > version]
     assert [d.name for d in applied.definitions] == [d.name for d in load_definitions()]
     assert _catalog(empty_db_url) == _catalog(template_url)
 
