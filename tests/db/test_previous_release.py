@@ -24,7 +24,7 @@ import httpx
 import psycopg
 import pytest
 
-from backscroll.store.migrate import load_migrations, migrate
+from backscroll.store.migrate import load_definitions, load_migrations, migrate
 from backscroll.store.owner import Owner
 from tests.semantic.fakes import FakeEmbeddings
 from tests.world import open_world
@@ -160,7 +160,14 @@ def test_the_previous_release_serves_and_embeds_during_and_after_the_migration(e
                 conn.execute(mig.sql)
                 _exercise(api, old_code, env, ingest, reader, fake, f"during-{mig.version}")
                 conn.rollback()
-        migrate(url, owner=Owner("uid-of-the-index", "team/search"))
+        applied = migrate(url, owner=Owner("uid-of-the-index", "team/search"))
+        assert [m.version for m in applied] == [m.version for m in new]
+        # A database of the previous release gets every definitions file the first time (it has no
+        # ledger of them yet), and its functions are then this checkout's.
+        assert [d.name for d in applied.definitions] == [d.name for d in load_definitions()]
+        # Rolled back, the previous release's migrate accepts the schema (the new steps are expand-only).
+        again = _old(old_code, env, "migrate")
+        assert again.returncode == 0, again.stderr
         apis.append(OldApi(old_code, env))  # an old pod (re)started after the migration
         _exercise(api, old_code, env, ingest, reader, fake, "after")
         _search(apis[1].wait_ready(), reader, "Booking after")
