@@ -1,5 +1,6 @@
 """The migrations of an earlier release, for the upgrade tests: a folder holding the checkout's
-migration files up to one version."""
+migration files up to one version, and no sql/definitions/ (today's definitions read today's
+tables): such a database holds the functions and triggers the historical migrations defined."""
 
 from __future__ import annotations
 
