@@ -84,19 +84,21 @@ insert into backscroll_definitions (name, checksum) values (%s, %s)
 FORGET_DEFINITIONS = "delete from backscroll_definitions where name <> all(%s::text[])"
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+class _Checksummed:
+    """A file of SQL the runner records by its SHA-256."""
 
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str = field(repr=False)
+    sql: str
 
     @property
     def checksum(self) -> str:
-        return _sha256(self.sql)
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Migration(_Checksummed):
+    version: int
+    name: str
+    sql: str = field(repr=False)
 
     @property
     def label(self) -> str:
@@ -117,15 +119,11 @@ class Migration:
 
 
 @dataclass(frozen=True)
-class Definition:
+class Definition(_Checksummed):
     """One file of sql/definitions/: the current functions and triggers of one concern."""
 
     name: str
     sql: str = field(repr=False)
-
-    @property
-    def checksum(self) -> str:
-        return _sha256(self.sql)
 
     @property
     def label(self) -> str:
