@@ -119,12 +119,20 @@ def _remove_target(kube: Kube, ws: Owner, where: str) -> None:
             kube.delete("secrets", namespace, name)
 
 
-def _write_target(kube: Kube, ws: Owner, token: ws_.WorkspaceToken, value: str) -> bool:
-    """The token in its target Secret; True when it was written (created or drift corrected)."""
+def _write_target(kube: Kube, ws: Owner, token: ws_.WorkspaceToken, value: str, *, delivered: bool) -> bool:
+    """The token in its target Secret; True when it was written (created or drift corrected).
+
+    A token already delivered to this Secret is never delivered again: a Secret gone since this
+    pass looked (deleted by hand in between) asks for a rotation, which the next pass makes;
+    writing the old secret back would undo the deletion and keep a token its owner discarded."""
     manifest = ws_.target_secret(ws, token, value)
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     with _secret_access(namespace, name):
         live = kube.get("secrets", namespace, name)
+        if live is None and delivered:
+            log.info("secret %s/%s was deleted during this pass: token %s rotates on the next", namespace, name,
+                     token.name)
+            return False
         if live is None:
             log.info("writing token %s to secret %s/%s", token.name, namespace, name)
             kube.create("secrets", namespace, manifest)
@@ -242,7 +250,7 @@ def _converge(kube: Kube, ws: Owner, spec: ws_.SearchWorkspaceSpec, index, field
         try:
             if delivered.get(token.name) not in (None, where):
                 _remove_target(kube, ws, delivered[token.name])  # moved: the old place no longer holds it
-            _write_target(kube, ws, token, values[token.name])
+            _write_target(kube, ws, token, values[token.name], delivered=delivered.get(token.name) == where)
             delivered[token.name] = where
             token_status.append({"name": token.name, "kind": token.kind, "secret": where,
                                  **({"registeredAt": registered_at} if registered_at else {})})
