@@ -486,48 +486,28 @@ class Settings(BaseModel):
     backfill: BackfillSettings = Field(default_factory=BackfillSettings)
 
     def __init__(self, _env_file: str | Path | None = ENV_FILE, **given: Any) -> None:
-        given = _shim_flat_arguments(given, _env_file)
         groups = {name: given.pop(name) if name in given else field.annotation(_env_file=_env_file)
                   for name, field in type(self).model_fields.items()}
         super().__init__(**groups, **given)
 
-    # -- temporary, while call sites move to the groups (issue 33): flat names forwarded --------
-    def __getattr__(self, name: str) -> Any:
-        if name == "embeddings_enabled":
-            return self.embeddings.enabled
-        group = _GROUP_OF.get(name)
-        if group is not None:
-            return getattr(getattr(self, group), name)
-        return super().__getattr__(name)
+    @classmethod
+    def declared(cls) -> Settings:
+        """Every group at its declared defaults, nothing read from the environment: for tests and
+        benchmarks that must not depend on where they run (semantic search off)."""
+        return cls.model_construct(**{name: field.annotation.model_construct()
+                                      for name, field in cls.model_fields.items()})
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Settings:
-        update = dict(update or {})
-        flat = {name: update.pop(name) for name in list(update) if name in _GROUP_OF}
-        for name, value in flat.items():
-            group = _GROUP_OF[name]
-            current = update.get(group, getattr(self, group))
-            update[group] = current.model_copy(update={name: value})
-        return super().model_copy(update=update or None, deep=deep)
-
-
-_GROUP_OF = {name: group for group, field in Settings.model_fields.items() for name in field.annotation.model_fields}
-
-
-def _shim_flat_arguments(given: dict[str, Any], env_file: str | Path | None) -> dict[str, Any]:
-    flat: dict[str, dict[str, Any]] = {}
-    for name in [n for n in given if n in _GROUP_OF]:
-        flat.setdefault(_GROUP_OF[name], {})[name] = given.pop(name)
-    for group, values in flat.items():
-        given[group] = Settings.model_fields[group].annotation(_env_file=env_file, **values)
-    return given
-
-
-def setting(settings: Settings | None, name: str):
-    """A setting's value, or its declared default when a caller has no settings."""
-    if settings is not None:
-        return getattr(settings, name)
-    return getattr(Settings.model_fields[_GROUP_OF[name]].annotation.model_construct(), name)
-# -- end of the temporary forwarding ------------------------------------------------------------
+    def replace(self, **changes: dict[str, Any]) -> Settings:
+        """A copy with some fields of some groups changed, validated as a group read from the
+        environment would be: ``settings.replace(search={"hybrid_exact_max_rows": 0})``."""
+        groups = {}
+        for group, values in changes.items():
+            current = getattr(self, group)
+            unknown = values.keys() - type(current).model_fields.keys()
+            if unknown:
+                raise TypeError(f"{type(current).__name__} has no {', '.join(sorted(unknown))}")
+            groups[group] = type(current).model_validate({**current.model_dump(), **values})
+        return self.model_copy(update=groups)
 
 
 def explain(settings: Settings) -> Iterator[str]:
@@ -535,7 +515,7 @@ def explain(settings: Settings) -> Iterator[str]:
     value (a secret only as set or not) and its help text."""
     for group, field in Settings.model_fields.items():
         values = getattr(settings, group)
-        yield f"# {group}: {field.annotation.__doc__.split(chr(10))[0]}"
+        yield f"# {group}: {' '.join(field.annotation.__doc__.split())}"
         for name, info in type(values).model_fields.items():
             value = getattr(values, name)
             shown = "(set, hidden)" if hasattr(value, "get_secret_value") else value

@@ -29,7 +29,7 @@ class BadRequest(BackscrollError):
 
 
 class BodyTooLong(BadRequest):
-    """A body longer than Settings.body_max_chars, on whichever path wrote it (ingest.models.check_body)."""
+    """A body longer than IngestSettings.body_max_chars, on whichever path wrote it (ingest.models.check_body)."""
 
     code = "body_too_long"
 

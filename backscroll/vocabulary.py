@@ -15,7 +15,7 @@ MAX_ID = 9_223_372_036_854_775_807
 # Limits, named once so that no write path is wider than another (issue 29): a request's whole
 # body, counted in bytes before anything parses it (app.BodyLimit answers 413), and a
 # conversation's title, wherever it arrives (POST /v1/conversations, an import line). The longest
-# body of a message, a reply or a memory is a setting (Settings.body_max_chars), checked by
+# body of a message, a reply or a memory is a setting (IngestSettings.body_max_chars), checked by
 # ingest.models.check_body on every path that writes one.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 MAX_TITLE_CHARS = 1000

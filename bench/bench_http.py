@@ -38,6 +38,7 @@ import corpus  # noqa: E402
 from bench_sessions import fresh_database, loadavg, log  # noqa: E402
 from backscroll.access.auth import TokenKind, authenticate, create_token  # noqa: E402
 from backscroll.cli import available_cpus  # noqa: E402
+from backscroll.config import Settings  # noqa: E402
 from backscroll.search import history, maintenance, sessions, turns  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
 from backscroll.store.db import connect, session_kwargs, start_embedded  # noqa: E402
@@ -169,14 +170,15 @@ def in_process(url: str, t: dict, repeat: int = 30) -> dict[str, float]:
         def session(q):
             principal = authenticate(conn, f"Bearer {t['reader']}")
             scope = sessions.resolve_scope(conn, principal, None)
-            sessions.search(conn, scope, codec, q, None, 20, LIMITS)
+            sessions.search(conn, scope, codec, q, None, 20, LIMITS, settings=Settings.declared())
 
         def search_history():
             principal = authenticate(conn, f"Bearer {t['runtime']}")
             turn = turns.register_turn(conn, t["workspace_id"], principal.agent_ids,
                                        turns.TurnIn(agent=t["agent"], conversation_id=t["dest"]))
             history.search_history(conn, t["workspace_id"], principal.agent_ids,
-                                   history.SearchRequest(turn_id=turn, query=corpus.RARE_TERM, limit=5), None)
+                                   history.SearchRequest(turn_id=turn, query=corpus.RARE_TERM, limit=5), None,
+                                       settings=Settings.declared())
 
         out["session search, rare word"] = run(lambda: session(corpus.RARE_TERM))
         out["session search, common word"] = run(lambda: session(corpus.COMMON_TERM))

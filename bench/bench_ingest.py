@@ -51,7 +51,8 @@ def fresh(server_url: str, name: str) -> tuple[str, str]:
 
 def client(url: str) -> TestClient:
     """The application in this process, as the API serves it, on the benchmark's database."""
-    return TestClient(create_app(Settings(database_url=url), url), raise_server_exceptions=False)
+    settings = Settings().replace(database={"database_url": url})
+    return TestClient(create_app(settings, url), raise_server_exceptions=False)
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -253,9 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     n_sessions = sum(len(c.session_of_conversation) for c in loaded)
     log(f"{len(files)} conversations, {n_sessions} sessions, {n_messages:,} turns, {len(questions)} questions")
 
-    base = Settings(_env_file=None, database_url=url)
-    limits = sessions.Limits(default=base.page_limit_default, maximum=base.page_limit_max,
-                             query_max_chars=base.query_max_chars, excerpt_words=base.excerpt_words)
+    base = Settings(_env_file=None).replace(database={"database_url": url})
+    search = base.search
+    limits = sessions.Limits(default=search.page_limit_default, maximum=search.page_limit_max,
+                             query_max_chars=search.query_max_chars, excerpt_words=search.excerpt_words)
     results: dict[str, dict] = {}
     facts: dict[str, object] = {"reconfigurations": []}
     server = gateway = settings = None
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                     ids = history_vector_hits(conn, settings, cached, c.workspace_id, c.agent, c.destination, q.text)
                     v_turn.append(next((i for i, m in enumerate(ids, 1) if c.dia_of_message.get(m) in q.evidence),
                                        None))
-                    qv = hybrid.embed_query(conn, settings, c.workspace_id, q.text, gateway=cached)
+                    qv = hybrid.embed_query(conn, settings.embeddings, c.workspace_id, q.text, gateway=cached)
                     scope = sessions.resolve_scope(conn, Principal(0, TokenKind.reader, c.workspace_id, c.reader,
                                                                    (c.agent_id,)), None)
                     convs = [r["conversation_id"] for r in sessions.vector_candidates(
@@ -317,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                                            if c.session_of_conversation.get(cid) in q.sessions), None))
                 results[mode]["vector"] = {"turn": v_turn, "session": v_session}
             for weight in weights:
-                rank = ranking.Ranking.from_settings(base).__class__(
-                    **{**ranking.Ranking.from_settings(base).__dict__, "coverage_weight": weight})
+                rank = ranking.Ranking.from_settings(base.search).__class__(
+                    **{**ranking.Ranking.from_settings(base.search).__dict__, "coverage_weight": weight})
                 results[mode]["weights"][weight] = [
                     session_rank(conn, by_key[q.conversation], q, limits, settings if kind == "hybrid" else None,
                                  gateway if kind == "hybrid" else None, rank) for q in questions]
@@ -386,8 +387,8 @@ def embed_all(conn, url, base, server, gateway, quiet, facts):
         server = LocalEmbeddings()
         server.__enter__()
     settings = server.configure(base)
-    register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
-    result = run_backfill(settings, url, settings.embeddings_model, quiet=quiet)
+    register_model(url, settings.embeddings.embeddings_model, settings.embeddings.embeddings_dimensions)
+    result = run_backfill(settings, url, settings.embeddings.embeddings_model, quiet=quiet)
     facts.setdefault("embedded", []).append(result.embedded)
     log(f"backfill: {result.embedded:,} messages embedded in {result.seconds:.0f} s")
     return settings, gateway or Gateway(settings.embeddings), server

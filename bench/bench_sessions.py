@@ -371,7 +371,8 @@ def product_cases(conn, reader: Reader, codec: CursorCodec, limits: sessions.Lim
     out = [Case("scope", "resolve_scope", "product", lambda: sessions.resolve_scope(conn, reader.principal, None))]
     for key, label, term in SEARCHES:
         out.append(Case(key, f"search: {label}", "product",
-                        lambda term=term: sessions.search(conn, scope, codec, term, None, page_size, limits)))
+                        lambda term=term: sessions.search(conn, scope, codec, term, None, page_size, limits,
+                                                          settings=Settings.declared())))
     out.append(Case("page1", "recent: page 1", "product",
                     lambda: sessions.recent(conn, scope, codec, None, page_size)))
     out.append(Case("deep", "recent: deep page", "product",
@@ -384,7 +385,8 @@ def product_cases(conn, reader: Reader, codec: CursorCodec, limits: sessions.Lim
                     continue
                 out.append(Case(f"{name}_{key}", f"prototype {name} (no InitPlan): {label}", "prototype",
                                 lambda term=term, swapped=swapped: sessions.search(swapped, scope, codec, term, None,
-                                                                                    page_size, limits)))
+                                                                                    page_size, limits,
+                                                                                    settings=Settings.declared())))
     return out
 
 
@@ -436,8 +438,10 @@ def check_prototypes(conn, reader: Reader, codec: CursorCodec, limits: sessions.
         for _, _, term in SEARCHES:
             before_p = before_x = None
             for _ in range(2):
-                p = sessions.search(conn, reader.scope, codec, term, before_p, page_size, limits)
-                x = sessions.search(swapped, reader.scope, codec, term, before_x, page_size, limits)
+                p = sessions.search(conn, reader.scope, codec, term, before_p, page_size, limits,
+                                    settings=Settings.declared())
+                x = sessions.search(swapped, reader.scope, codec, term, before_x, page_size, limits,
+                                    settings=Settings.declared())
                 same &= p == x
                 before_p, before_x = p["next"], x["next"]
                 if before_p is None or before_x is None:
@@ -680,8 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     url, loaded, info = build(server_url, spec, args.reuse)
 
     settings = Settings()
-    limits = sessions.Limits(default=settings.page_limit_default, maximum=settings.page_limit_max,
-                             query_max_chars=settings.query_max_chars, excerpt_words=settings.excerpt_words)
+    search = settings.search
+    limits = sessions.Limits(default=search.page_limit_default, maximum=search.page_limit_max,
+                             query_max_chars=search.query_max_chars, excerpt_words=search.excerpt_words)
     codec = CursorCodec(secrets.token_bytes(32))
     # Opened as the API's pool opens its connections.
     conn = psycopg.connect(url, autocommit=True, **db.session_kwargs())
@@ -720,7 +725,8 @@ def main(argv: list[str] | None = None) -> int:
             if i == 0 and not args.no_explain:
                 # Right after the product's runs, while its pages are still in shared buffers.
                 statements = [(f"search `{t}`", lambda c, t=t: sessions.search(c, r.scope, codec, t, None,
-                                                                               args.page_size, limits))
+                                                                               args.page_size, limits,
+                                                                               settings=Settings.declared()))
                               for _, _, t in SEARCHES if t != corpus.RARE_IDENTIFIER]
                 statements.append(("recent, deep page", lambda c: sessions.recent(c, r.scope, codec, r.deep_cursor,
                                                                                  args.page_size)))
@@ -732,7 +738,8 @@ def main(argv: list[str] | None = None) -> int:
                 if prototypes:
                     for name, statement in PROTOTYPES.items():
                         query, params = capture(conn, lambda c: sessions.search(c, r.scope, codec, corpus.COMMON_TERM, None,
-                                                                           args.page_size, limits))
+                                                                           args.page_size, limits,
+                                                                           settings=Settings.declared()))
                         text = explain(conn, statement, params)
                         title = f"prototype {name}: search `{corpus.COMMON_TERM}`"
                         r.explain_times[title] = _explain_times(text)

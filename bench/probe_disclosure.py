@@ -234,7 +234,8 @@ def main() -> int:
             admin.execute(f"create database {name} template backscroll_probe_template")
         url = psycopg.conninfo.make_conninfo(server, dbname=name)
         with connect(url, autocommit=True) as conn, \
-                TestClient(create_app(Settings(database_url=url), url), raise_server_exceptions=True) as http:
+                TestClient(create_app(Settings().replace(database={"database_url": url}), url),
+                           raise_server_exceptions=True) as http:
             ws_id = conn.execute("insert into workspaces (slug, name) values ('acme', 'Acme') returning id"
                                  ).fetchone()["id"]
             world = World(http, random.Random(args.seed * 1_000_003 + n), conn, ws_id,

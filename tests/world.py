@@ -105,9 +105,21 @@ def open_world(url: str) -> World:
     return World(url=url, conn=connect(url, autocommit=True))
 
 
-def client(url: str, **overrides) -> TestClient:
-    settings = Settings(database_url=url, **overrides)
-    return TestClient(create_app(settings, url), raise_server_exceptions=False)
+# The declared defaults, nothing from the environment: lexical search, for the tests that call
+# the searches themselves.
+DECLARED = Settings.declared()
+
+
+def settings_for(url: str, **changes: dict) -> Settings:
+    """The environment's settings (a developer's .env left out) on the database at `url`, with
+    `changes` by group: ``settings_for(url, ingest={"body_max_chars": 100})``."""
+    database = {"database_url": url, **changes.pop("database", {})}
+    return Settings(_env_file=None).replace(database=database, **changes)
+
+
+def client(url: str, **changes: dict) -> TestClient:
+    """The application on the database at `url`, its settings as `settings_for` makes them."""
+    return TestClient(create_app(settings_for(url, **changes), url), raise_server_exceptions=False)
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -34,7 +34,6 @@ from pgvector import Vector
 from psycopg import sql
 from psycopg.adapt import PyFormat
 
-from ..config import Settings, setting
 from ..errors import BackscrollError, Conflict
 from ..store.db import adapt_vectors
 from ..store.migrate import ADVISORY_LOCK_ID
@@ -179,17 +178,9 @@ def _binary(name: str) -> sql.Placeholder:
     return sql.Placeholder(name, PyFormat.BINARY)
 
 
-def ef_search_for(settings: Settings | None) -> int:
-    """hnsw.ef_search for a search: the setting, or its declared default without settings."""
-    return setting(settings, "hnsw_ef_search")
-
-
-def use_iterative_scan(conn: psycopg.Connection, settings: Settings | None = None, *, ef_search: int | None = None,
-                       max_scan_tuples: int | None = None) -> None:
+def use_iterative_scan(conn: psycopg.Connection, ef_search: int, max_scan_tuples: int) -> None:
     """Within the current transaction, let HNSW scans keep walking until the filters are satisfied
     (`relaxed_order`: results may come slightly out of order, so order the final list again)."""
-    ef_search = ef_search or ef_search_for(settings)
-    max_scan_tuples = max_scan_tuples or setting(settings, "hnsw_max_scan_tuples")
     conn.execute(ITERATIVE_SCAN, {"ef_search": str(ef_search), "max_scan_tuples": str(max_scan_tuples)})
 
 

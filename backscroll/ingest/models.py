@@ -183,7 +183,7 @@ class MemoryImport(Strict):
 
 
 def check_body(limit: int, text: str | None, field: str = "body") -> None:
-    """The one body limit (Settings.body_max_chars) every write path holds to: append, patch,
+    """The one body limit (IngestSettings.body_max_chars) every write path holds to: append, patch,
     import, replies and memories refuse a longer body alike. A setting, not a type, so it is
     checked here rather than by the wire models."""
     if text is not None and len(text) > limit:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..config import LanguageSettings, get_settings
+from ..config import LanguageSettings
 from ..errors import BadRequest
 from .snowball import NONE, SNOWBALL
 
@@ -86,10 +86,9 @@ def _wanted(language: LanguageSettings) -> list[str]:
     return wanted or list(SNOWBALL)
 
 
-def detector(conn: psycopg.Connection, language: LanguageSettings | None = None) -> Detector:
+def detector(conn: psycopg.Connection, language: LanguageSettings) -> Detector:
     """The detector for these settings and this PostgreSQL's configurations (read once per
     process: one process talks to one server)."""
-    language = language or get_settings().language
     key = (language.search_languages, language.language_min_confidence)
     found = _cache.get(key)
     if found is not None:
@@ -106,6 +105,6 @@ def detector(conn: psycopg.Connection, language: LanguageSettings | None = None)
     return found
 
 
-def stemmers(conn: psycopg.Connection, language: LanguageSettings | None = None) -> list[str]:
+def stemmers(conn: psycopg.Connection, language: LanguageSettings) -> list[str]:
     """The configurations a query word is read through under `multilingual`."""
     return list(detector(conn, language).configs)

@@ -23,9 +23,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from ..config import Settings, setting
+from ..config import Settings
 from ..embeddings.gateway import Gateway
-from ..embeddings.vectors import distance, ef_search_for, exact_distance, param, use_iterative_scan
+from ..embeddings.vectors import distance, exact_distance, param, use_iterative_scan
 from ..errors import NotFound
 from ..vocabulary import Prose, Text
 from . import hybrid, ranking
@@ -200,11 +200,11 @@ def _hit(row: dict, neighbours: dict | None) -> dict:
     }
 
 
-def vector_shape(turn: Turn, docs: int, settings: Settings | None) -> str:
+def vector_shape(turn: Turn, docs: int, settings: Settings) -> str:
     """Which statement produces the vector list: the exact scan of a small perspective (at most
     `hybrid_exact_max_rows` documents), the exact scan of the agent's public messages for a
     large one into a public destination, else the HNSW walk."""
-    if hybrid.exact_scope(settings, docs):
+    if hybrid.exact_scope(settings.search, docs):
         return "exact"
     return "public" if turn.audience_kind == "public" else "hnsw"
 
@@ -223,7 +223,7 @@ def _min_match(stats: ranking.QueryStats, terms: list[str], share: float) -> Mat
 
 
 def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
-                       settings: Settings | None, shape: str) -> list[int]:
+                       settings: Settings, shape: str) -> list[int]:
     """The vector list, nearest first, under the same predicates as the lexical list."""
     rows = _vector_list(conn, qv, params, settings, shape)
     if shape == "public" and rows and rows[0]["too_many"]:
@@ -232,13 +232,14 @@ def _vector_candidates(conn: psycopg.Connection, qv: hybrid.QueryVector, params:
 
 
 def _vector_list(conn: psycopg.Connection, qv: hybrid.QueryVector, params: dict,
-                 settings: Settings | None, shape: str) -> list[dict]:
+                 settings: Settings, shape: str) -> list[dict]:
     measure = distance if shape == "hnsw" else exact_distance
     statement = sql.SQL(VECTOR_SHAPES[shape]).format(distance=measure(qv.model.dimensions))
-    public_cap = setting(settings, "hybrid_public_max_rows")
+    public_cap = settings.search.hybrid_public_max_rows
     with conn.transaction():
         if shape == "hnsw":
-            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
+            use_iterative_scan(conn, max(settings.search.hnsw_ef_search, hybrid.VECTOR_K),
+                               settings.search.hnsw_max_scan_tuples)
         return conn.execute(statement, {**params, "model": qv.model.model, "query_vector": param(conn, qv.vector),
                                         "vector_k": hybrid.VECTOR_K, "public_cap": public_cap}).fetchall()
 
@@ -401,13 +402,13 @@ class Query:
 
 
 def plan_query(conn: psycopg.Connection, bound: SearchTurn, request: SearchRequest, budget: Budget,
-               rank: ranking.Ranking, settings: Settings | None) -> Query:
+               rank: ranking.Ranking, settings: Settings) -> Query:
     """The speakers a filter names, the query's statistics over the receivable audiences and the
     recent window its candidates are read from."""
     turn = bound.turn
     narrowing = Narrowing(_speakers(conn, turn, request.filters, bound.requester_ids), request.filters)
-    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, split_terms(request.query), settings,
-                                query=request.query, audiences=bound.audiences)
+    stats = ranking.query_stats(conn, [turn.agent_id], turn.ts_config, split_terms(request.query),
+                                settings.language, query=request.query, audiences=bound.audiences)
     words = list(stats.terms)
     chosen = ranking.generating_terms(stats.term_df, rank.pool)
     matches = sum(stats.term_df[i] for i in chosen)
@@ -415,13 +416,13 @@ def plan_query(conn: psycopg.Connection, bound: SearchTurn, request: SearchReque
                                         bound.audiences)
     terms = Terms(words, [words[i] for i in chosen], since, ranking.walk_window(since, matches, stats.docs, rank.pool),
                   stats, rank)
-    return Query(bound, narrowing, terms, Scoring(budget.effective, setting(settings, "hybrid_lexical_weight")),
-                 _min_match(stats, words, setting(settings, "hybrid_min_match_share")),
+    return Query(bound, narrowing, terms, Scoring(budget.effective, settings.search.hybrid_lexical_weight),
+                 _min_match(stats, words, settings.search.hybrid_min_match_share),
                  vector_shape(turn, stats.docs, settings))
 
 
 def gather_lists(conn: psycopg.Connection, query: Query, pending: hybrid.PendingVector,
-                 side: hybrid.SideConnection | None, settings: Settings | None) -> Lists:
+                 side: hybrid.SideConnection | None, settings: Settings) -> Lists:
     """The vector list and, when it is produced beside, the lexical list read here meanwhile:
     strict, as a fused search reads it (`fuse` reads it again if the fusion then does not happen)."""
     turn, vector_params, shape = query.bound.turn, query.vector_params(), query.shape
@@ -583,16 +584,16 @@ def respond(texts: dict[int, dict], admitted: Admitted, around: Around, budget: 
 
 
 def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple[int, ...] | None,
-                   request: SearchRequest, digest: bytes | None, *, settings: Settings | None = None,
+                   request: SearchRequest, digest: bytes | None, *, settings: Settings,
                    gateway: Gateway | None = None, rank: ranking.Ranking | None = None,
                    side: hybrid.SideConnection | None = None) -> dict:
     """Run one search for a turn; record its results as evidence and write its audit row.
 
     Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
-    without settings or without a model. The lexical ranking is `rank`, else the settings'. With
+    without one. The lexical ranking is `rank`, else the settings'. With
     `side` (where a second connection may come from), the vector list is produced there while
     this connection reads the lexical list."""
-    rank = rank or ranking.Ranking.from_settings(settings)
+    rank = rank or ranking.Ranking.from_settings(settings.search)
     bound = resolve_turn(conn, workspace_id, agent_ids, request.turn_id)
     budget = decide_budget(bound, request)
     audit = Audit.of(bound, request, digest, budget)
@@ -600,7 +601,7 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
         return budget_exhausted(conn, audit, budget, rank)
     # The one query embedding (a gateway call attributed to the searcher's workspace), or why
     # not: under way while the identities, statistics and recent window are read.
-    pending = hybrid.start_embedding(conn, settings, request.query, gateway=gateway)
+    pending = hybrid.start_embedding(conn, settings.embeddings, request.query, gateway=gateway)
     query = plan_query(conn, bound, request, budget, rank, settings)
     lists = gather_lists(conn, query, pending, side, settings)
     ranked = fuse(conn, query, lists)

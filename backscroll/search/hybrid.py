@@ -28,7 +28,7 @@ from typing import Callable, Generic, Sequence, TypeVar
 
 import psycopg
 
-from ..config import Settings, setting
+from ..config import EmbeddingsSettings, SearchSettings
 from ..embeddings import gateway as gateway_module
 from ..embeddings.gateway import NOT_CONFIGURED, UNAVAILABLE, Gateway, GatewayError
 from ..embeddings.vectors import Model, ModelNotRegistered, get_model
@@ -62,10 +62,10 @@ def rrf_sql(lexical: str, vector: str) -> str:
                    LEXICAL_RANK=lexical, VECTOR_RANK=vector)
 
 
-def exact_scope(settings: Settings | None, docs: int) -> bool:
+def exact_scope(search: SearchSettings, docs: int) -> bool:
     """A small scope (at most `hybrid_exact_max_rows` documents) gets an exact vector scan, a
     large one the HNSW index: the one choice both searches make."""
-    return docs <= setting(settings, "hybrid_exact_max_rows")
+    return docs <= search.hybrid_exact_max_rows
 
 
 @dataclass(frozen=True)
@@ -85,32 +85,32 @@ def degradation(category: str, **detail) -> dict:
     return {"category": category, **detail}
 
 
-def embed_query(conn: psycopg.Connection, settings: Settings | None, workspace_id: int | None, text: str, *,
+def embed_query(conn: psycopg.Connection, embeddings: EmbeddingsSettings, workspace_id: int | None, text: str, *,
                 gateway: Gateway | None = None, ledger: psycopg.Connection | None = None) -> QueryVector:
     """One gateway call (purpose=query, attributed to the searcher's workspace), or none when
     semantic search is off. Never raises for the endpoint's sake: a failure is a degradation.
     The usage-ledger row goes to `ledger` (the primary, when `conn` reads a replica) or `conn`."""
-    return start_embedding(conn, settings, text, gateway=gateway).result(workspace_id, ledger=ledger)
+    return start_embedding(conn, embeddings, text, gateway=gateway).result(workspace_id, ledger=ledger)
 
 
 class PendingVector:
     """The query embedding of a search, started before the search reads its statistics and taken
     (`result`) when the vector list needs it: the endpoint's round trip overlaps the reads."""
 
-    def __init__(self, conn: psycopg.Connection, settings: Settings | None, text: str, gateway: Gateway | None):
+    def __init__(self, conn: psycopg.Connection, embeddings: EmbeddingsSettings, text: str, gateway: Gateway | None):
         self.conn = conn  # the search's own connection
         self._decided: QueryVector | None = None
         self._pending: gateway_module.PendingQuery | None = None
         self._model: Model | None = None
-        if settings is None or not settings.embeddings_enabled:
+        if not embeddings.enabled:
             self._decided = QueryVector(LEXICAL)
             return
-        gw = gateway or gateway_module.gateway_for(settings.embeddings)
+        gw = gateway or gateway_module.gateway_for(embeddings)
         if not gw.url:
             self._decided = QueryVector(LEXICAL)
             return
         try:
-            self._model = get_model(conn, settings.embeddings_model)
+            self._model = get_model(conn, embeddings.embeddings_model)
         except ModelNotRegistered:
             self._decided = QueryVector(DEGRADED, degradation=degradation(NOT_REGISTERED))
             return
@@ -211,11 +211,11 @@ def _degraded_by(exc: GatewayError) -> QueryVector:
     return QueryVector(DEGRADED, degradation=degradation(exc.category))
 
 
-def start_embedding(conn: psycopg.Connection, settings: Settings | None, text: str, *,
+def start_embedding(conn: psycopg.Connection, embeddings: EmbeddingsSettings, text: str, *,
                     gateway: Gateway | None = None) -> PendingVector:
     """Start the query embedding of a search (see `PendingVector`); nothing starts when semantic
     search is off or the model is not registered."""
-    return PendingVector(conn, settings, text, gateway)
+    return PendingVector(conn, embeddings, text, gateway)
 
 
 L = TypeVar("L")

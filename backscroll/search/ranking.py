@@ -32,7 +32,7 @@ from datetime import datetime
 import psycopg
 
 from .. import language
-from ..config import SearchSettings, Settings
+from ..config import LanguageSettings, SearchSettings
 from .sqltext import compose
 
 METHODS = ("bm25", "ts_rank_cd")
@@ -57,12 +57,10 @@ class Ranking:
     coverage_weight: float = _DEFAULTS.search_session_coverage_weight  # session search only
 
     @classmethod
-    def from_settings(cls, settings: Settings | None) -> Ranking:
-        if settings is None:
-            return cls()
-        return cls(method=settings.search_ranking, k1=settings.bm25_k1, b=settings.bm25_b,
-                   speaker_weight=settings.search_speaker_weight, pool=settings.search_candidate_pool,
-                   coverage_weight=settings.search_session_coverage_weight)
+    def from_settings(cls, search: SearchSettings) -> Ranking:
+        return cls(method=search.search_ranking, k1=search.bm25_k1, b=search.bm25_b,
+                   speaker_weight=search.search_speaker_weight, pool=search.search_candidate_pool,
+                   coverage_weight=search.search_session_coverage_weight)
 
     @property
     def rank_weights(self) -> list[float]:
@@ -344,16 +342,16 @@ def slots_of(per_term: list[list[str]], alternatives: list[bool]) -> list[frozen
 # language's configuration leaves them out (QUERY_STATS's `dropped`; all of them stay when every
 # one is a function word). Quoted phrases and words no stemmer drops stay.
 def query_language(conn: psycopg.Connection, cfg: str, query: str, terms: list[str],
-                   settings: Settings | None = None) -> str | None:
+                   language_settings: LanguageSettings) -> str | None:
     """The configuration of the language whose function words `terms` leave out: under
     `multilingual`, for a query of two terms or more that reads as one language; else None."""
     if cfg != MULTILINGUAL or len(terms) < 2:
         return None
-    return language.detector(conn, settings).query_language(query)
+    return language.detector(conn, language_settings).query_language(query)
 
 
 def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: list[str],
-                settings: Settings | None = None, *, query: str | None = None,
+                language_settings: LanguageSettings, *, query: str | None = None,
                 scope_agents: list[int] | None = None, audiences: list[int] | None = None) -> QueryStats:
     """The statistics BM25 and the candidate bound need, for `terms` over `agents`, in one
     statement; under `multilingual`, a word is also read through the stemmers of the detector's
@@ -362,8 +360,8 @@ def query_stats(conn: psycopg.Connection, agents: list[int], cfg: str, terms: li
     default all of them): where the candidates are read, whose frequencies bound them.
     `audiences`: only the documents of those audience keys count (search_history's receivable
     audiences), so nothing its destination may not receive moves a number or the order."""
-    stems = language.stemmers(conn, settings) if cfg == MULTILINGUAL else []
-    lang = query_language(conn, cfg, query, terms, settings) if query is not None else None
+    stems = language.stemmers(conn, language_settings) if cfg == MULTILINGUAL else []
+    lang = query_language(conn, cfg, query, terms, language_settings) if query is not None else None
     scope = agents if scope_agents is None else scope_agents
     statement = QUERY_STATS["agents" if audiences is None else "audiences"]
     # Not prepared: with a workspace's many agents its generic plan is a 2 s scan (see db.py).

@@ -15,9 +15,9 @@ import psycopg
 from psycopg import sql
 
 from ..access.auth import Principal
-from ..config import Settings, setting
+from ..config import Settings
 from ..embeddings.gateway import Gateway
-from ..embeddings.vectors import distance, ef_search_for, exact_distance, param, use_iterative_scan
+from ..embeddings.vectors import distance, exact_distance, param, use_iterative_scan
 from ..errors import BadRequest, NotFound
 from ..vocabulary import MAX_ID, nfc
 from . import hybrid, ranking
@@ -183,19 +183,20 @@ def _decode_search_cursor(codec: CursorCodec, before: str, fp: str) -> tuple[str
 
 
 def vector_candidates(conn: psycopg.Connection, scope: Scope, agents: list[int], qv: hybrid.QueryVector,
-                      settings: Settings | None, *, docs: int | None = None, arm: str | None = None) -> list[dict]:
+                      settings: Settings, *, docs: int | None = None, arm: str | None = None) -> list[dict]:
     """The reader's conversations nearest the query, nearest first, each with its nearest message.
     `docs`: how many documents `agents` hold, when the caller has read it already. `arm`: for an
     exact scope, only that arm of the scan (SEMANTIC_EXACT_ARMS: "agents" or "own")."""
     if docs is None:
         docs = ranking.scope_docs(conn, agents)
-    exact = hybrid.exact_scope(settings, docs)
+    exact = hybrid.exact_scope(settings.search, docs)
     dist = (exact_distance if exact else distance)(qv.model.dimensions)
     text = (SEMANTIC_EXACT_ARMS[arm] if arm else SEMANTIC_EXACT) if exact else SEMANTIC_HNSW
     statement = sql.SQL(text).format(distance=dist)
     with conn.transaction():
         if not exact:
-            use_iterative_scan(conn, settings, ef_search=max(ef_search_for(settings), hybrid.VECTOR_K))
+            use_iterative_scan(conn, max(settings.search.hnsw_ef_search, hybrid.VECTOR_K),
+                               settings.search.hnsw_max_scan_tuples)
         return conn.execute(statement, {
             "model": qv.model.model, "query_vector": param(conn, qv.vector), "vector_k": hybrid.VECTOR_K,
             "ws": scope.workspace_id, "agents": agents, "actor": scope.actor_id, "only_agent": scope.only_agent,
@@ -287,14 +288,14 @@ class Content:
 
 
 def plan_content(conn: psycopg.Connection, reach: Reach, q: str, rank: ranking.Ranking,
-                 settings: Settings | None) -> Content:
+                 settings: Settings) -> Content:
     """The query's terms and statistics, and the recent window content candidates are read from."""
     scope, agents = reach.scope, reach.agents
     cfg = scope.ts_config or ranking.MULTILINGUAL
     typed = search_box_terms(q)
     # Candidates come from the rarest terms by their frequency in the agents searched: one read
     # for both.
-    stats = ranking.query_stats(conn, statistics_agents(scope), cfg, typed.positive, settings, query=q,
+    stats = ranking.query_stats(conn, statistics_agents(scope), cfg, typed.positive, settings.language, query=q,
                                 scope_agents=agents)
     words = replace(typed, positive=list(stats.terms))
     chosen = ranking.generating_terms(list(stats.scope_term_df), rank.pool)
@@ -307,7 +308,7 @@ def plan_content(conn: psycopg.Connection, reach: Reach, q: str, rank: ranking.R
     # bounded by `since`), each document tested for the word: about twice walk_window's rows.
     walk = ranking.walk_window(since, matches, stats.scope_docs, rank.pool)
     return Content(words, [words.positive[i] for i in chosen], searching, since, walk, stats, rank,
-                   _min_covered(stats, words.positive, rank, settings), setting(settings, "hybrid_lexical_weight"))
+                   _min_covered(stats, words.positive, rank, settings), settings.search.hybrid_lexical_weight)
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,7 @@ class Lists:
 
 def gather_lists(conn: psycopg.Connection, reach: Reach, content: Content, pending: hybrid.PendingVector | None,
                  side: hybrid.SideConnection | None, ledger: psycopg.Connection | None,
-                 settings: Settings | None) -> Lists:
+                 settings: Settings) -> Lists:
     """The vector list and, when it is produced beside, the content list read here meanwhile."""
     scope, agents, docs = reach.scope, reach.agents, content.stats.scope_docs
     # An exact scan beside the content list is split in its two arms: the reader's agents' on the
@@ -332,7 +333,7 @@ def gather_lists(conn: psycopg.Connection, reach: Reach, content: Content, pendi
     # list is read (a quiet reader's scan is most of its search, and this connection is idle).
     split = side is not None and pending is not None and scope.actor_id is not None and bool(reach.other_agents)
     if split:
-        split = hybrid.exact_scope(settings, docs)
+        split = hybrid.exact_scope(settings.search, docs)
 
     def vector_list(c: psycopg.Connection, usable: hybrid.QueryVector) -> list[dict]:
         return vector_candidates(c, scope, agents, usable, settings, docs=docs, arm="agents" if split else None)
@@ -399,7 +400,7 @@ def _found(row: dict) -> dict:
 
 
 def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, before: str | None,
-           limit: int, limits: Limits, *, settings: Settings | None = None, gateway: Gateway | None = None,
+           limit: int, limits: Limits, *, settings: Settings, gateway: Gateway | None = None,
            ledger: psycopg.Connection | None = None, rank: ranking.Ranking | None = None,
            side: hybrid.SideConnection | None = None) -> dict:
     """Title, content and (with an embeddings model) semantic search, narrowed in SQL.
@@ -408,11 +409,12 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
     rank when a query vector is available, and ranked by content score alone otherwise (BM25 or
     ts_rank_cd: `rank`, else the settings'). With `side` (where a second connection may come
     from), the vector list is produced there while this connection reads the content list."""
-    rank = rank or ranking.Ranking.from_settings(settings)
+    rank = rank or ranking.Ranking.from_settings(settings.search)
     position = read_position(codec, scope, q, before)
     reach = Reach.of(scope)
     # The query embedding is under way while the statistics and the recent window are read.
-    pending = hybrid.start_embedding(conn, settings, q, gateway=gateway) if position.kind != LEXICAL_CURSOR else None
+    pending = (hybrid.start_embedding(conn, settings.embeddings, q, gateway=gateway)
+               if position.kind != LEXICAL_CURSOR else None)
     content = plan_content(conn, reach, q, rank, settings)
     lists = gather_lists(conn, reach, content, pending, side, ledger, settings)
     still_paging(position, lists.qv)
@@ -424,13 +426,13 @@ def search(conn: psycopg.Connection, scope: Scope, codec: CursorCodec, q: str, b
 
 
 def _min_covered(stats: ranking.QueryStats, terms: list[str], rank: ranking.Ranking,
-                 settings: Settings | None) -> float:
+                 settings: Settings) -> float:
     """How much of the query's idf a conversation must hold to enter the fused content list: what
     search_history's fused lexical list asks of a message (ranking.match_floor), for a query of
     ranking.MIN_MATCH_TERMS terms or more, with BM25 (whose idf the coverage is counted in)."""
     if len(terms) < ranking.MIN_MATCH_TERMS or rank.method != "bm25":
         return 0.0
-    return ranking.match_floor(stats.slot_weights(), setting(settings, "hybrid_min_match_share"))
+    return ranking.match_floor(stats.slot_weights(), settings.search.hybrid_min_match_share)
 
 
 def _search_position(position: object) -> list:

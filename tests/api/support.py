@@ -10,7 +10,7 @@ from psycopg import sql
 from starlette.routing import Route
 
 from backscroll.app import create_app
-from backscroll.config import Settings
+from tests.world import settings_for
 
 # Every table a write can touch. api_tokens is left out: authenticating stamps last_used_at.
 WRITTEN_TABLES = ("workspaces", "agents", "connectors", "actors", "conversations", "messages", "message_search",
@@ -81,7 +81,7 @@ def _walk(routes, prefix: str = "") -> Iterator[tuple[str, str]]:
 def api_routes() -> list[tuple[str, str]]:
     """(method, path template) of every HTTP route the application serves, found by enumeration."""
     url = "postgresql://enumeration-only/none"
-    app = create_app(Settings(database_url=url), url)
+    app = create_app(settings_for(url), url)
     return sorted(set(_walk(app.routes)))
 
 

@@ -283,7 +283,7 @@ def test_bad_writes_are_400_and_write_nothing(db_url, world, setup):
 def test_oversized_bodies_are_refused_whole(db_url, world, setup):
     ingest = bearer(setup["ingest"])
     conv, streaming = setup["conv"], setup["streaming"]  # the streaming message holds "partial" (7)
-    with client(db_url, body_max_chars=100) as http:
+    with client(db_url, ingest={"body_max_chars": 100}) as http:
         before = snapshot(world.conn)
         refused = [
             ("POST", f"/v1/conversations/{conv}/messages", {"role": "user", "body": "x" * 101}),

@@ -18,10 +18,9 @@ from backscroll.demo.guide import (Example, INGEST_CONVERSATION, INGEST_MESSAGE,
                                    what_to_try)
 from backscroll.demo.loader import TOKENS, create_demo_tokens, load_demo, write_tokens_env
 from backscroll.demo.runner import tokens_path
-from backscroll.config import Settings
 from backscroll.store.db import connect
 from tests.conftest import TEMPLATE
-from tests.world import bearer, client
+from tests.world import bearer, client, settings_for
 
 TABLES = ("workspaces", "agents", "connectors", "actors", "conversations", "messages", "message_search")
 
@@ -162,7 +161,7 @@ def _check(http, tokens, info, ex: Example):
 def test_printed_examples_work(loaded):
     conn, info, url = loaded
     tokens = create_demo_tokens(conn)
-    printed = what_to_try(info, "http://127.0.0.1:8080", tokens, tokens_path(Settings(database_url=url)))
+    printed = what_to_try(info, "http://127.0.0.1:8080", tokens, tokens_path(settings_for(url)))
     with client(url) as http:
         for ex in examples(info):
             assert curl(ex) in printed

@@ -115,7 +115,7 @@ def test_bad_search_input_is_a_400_and_writes_nothing(world, http):
 def test_the_audit_digest_is_keyed_and_never_the_text(db_url, world):
     dm, channel, *_ = _world(world)
     h = bearer(world.token("runtime", WS))
-    with client(db_url, master_key="a master key for tests") as http:
+    with client(db_url, access={"master_key": "a master key for tests"}) as http:
         turn = http.post("/v1/turns", headers=h, json={"agent": "concierge", "conversation_id": channel}).json()["id"]
         assert http.post("/v1/tools/search_history", headers=h,
                          json={"turn_id": turn, "query": "  Rose   ROOM "}).status_code == 200

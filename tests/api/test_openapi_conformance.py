@@ -20,8 +20,7 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.checks import not_a_server_error
 
 from backscroll.app import create_app
-from backscroll.config import Settings
-from tests.world import client
+from tests.world import client, settings_for
 
 EXAMPLES = int(os.environ.get("BACKSCROLL_CONFORMANCE_EXAMPLES", "8"))
 # workspace_admin: an admin token scoped to the fixture's workspace (acme)
@@ -31,7 +30,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 # The document does not depend on the database: read from an application that never starts.
 _URL = "postgresql://schema-only/none"
-RAW = create_app(Settings(_env_file=None, database_url=_URL), _URL).openapi()
+RAW = create_app(settings_for(_URL), _URL).openapi()
 schema = schemathesis.openapi.from_dict(RAW)
 
 

@@ -57,7 +57,7 @@ def pair(world, replica_url):
 
 
 def test_reads_come_from_the_replica(db_url, replica_url, pair):
-    with client(db_url, database_read_url=replica_url) as http:
+    with client(db_url, database={"database_read_url": replica_url}) as http:
         auth = bearer(pair["reader"])
         titles = {s["title"] for s in http.get("/v1/agent-sessions", headers=auth).json()["sessions"]}
         assert titles == {"Shared plans", "Only on the replica"}
@@ -77,7 +77,7 @@ def test_tokens_are_checked_on_the_primary(db_url, replica_url, pair):
     """The replica has no tokens at all here: reads still authenticate, and a revocation on the
     primary stops the next read at once."""
     assert pair["replica"].conn.execute("select count(*) as n from api_tokens").fetchone()["n"] == 0
-    with client(db_url, database_read_url=replica_url) as http:
+    with client(db_url, database={"database_read_url": replica_url}) as http:
         auth = bearer(pair["reader"])
         assert http.get("/v1/agent-sessions", headers=auth).status_code == 200
         pair["primary"].conn.execute("update api_tokens set revoked_at = now()")
@@ -86,7 +86,7 @@ def test_tokens_are_checked_on_the_primary(db_url, replica_url, pair):
 
 
 def test_writes_stay_on_the_primary(db_url, replica_url, pair):
-    with client(db_url, database_read_url=replica_url) as http:
+    with client(db_url, database={"database_read_url": replica_url}) as http:
         r = http.post("/v1/conversations", headers=bearer(pair["ingest"]),
                       json={"agent": "concierge", "connector": {"type": "web", "name": "demo"},
                             "external_id": "C-new", "title": "Written through the API",
@@ -103,8 +103,8 @@ def test_a_hybrid_search_on_the_replica_writes_its_ledger_row_on_the_primary(db_
     try:
         for url in (db_url, replica_url):
             register_model(url, "fake-8", 8)
-        settings = {"embeddings_model": "fake-8", "embeddings_url": fake.url, "embeddings_dimensions": 8}
-        with client(db_url, database_read_url=replica_url, **settings) as http:
+        embeddings = {"embeddings_model": "fake-8", "embeddings_url": fake.url, "embeddings_dimensions": 8}
+        with client(db_url, embeddings=embeddings, database={"database_read_url": replica_url}) as http:
             r = http.get("/v1/agent-sessions", params={"q": "gala"}, headers=bearer(pair["reader"]))
         assert r.status_code == 200, r.text
         assert r.json()["mode"] in ("hybrid", "degraded")  # degraded: backfilling, nothing embedded

@@ -78,7 +78,7 @@ def test_work_that_fails_is_rolled_back_and_the_connection_goes_back(world, http
     msg = http.post(f"/v1/conversations/{conv}/messages", headers=ingest,
                     json={"role": "user", "body": "short", "external_id": "m-1", "state": "streaming"})
     assert msg.status_code == 201, msg.text
-    limit = svc.settings.body_max_chars
+    limit = svc.settings.ingest.body_max_chars
     with counted(http, monkeypatch) as counts:
         r = http.patch(f"/v1/messages/{msg.json()['id']}", headers=ingest, json={"append": "x" * limit})
         assert r.status_code == 400, r.text
@@ -191,7 +191,7 @@ def test_a_request_that_keeps_meeting_conflicts_is_a_503_that_stored_nothing(wor
                   json={"role": "user", "body": "never", "external_id": "m-1"})
     assert r.status_code == 503, r.text
     assert r.json()["error"]["code"] == "conflict_retry_exhausted"
-    assert len(attempts) == 1 + http.app.state.service.settings.request_retries
+    assert len(attempts) == 1 + http.app.state.service.settings.api.request_retries
     with psycopg.connect(world.url) as conn:
         assert conn.execute("select count(*) from messages where conversation_id = %s", (conv,)).fetchone()[0] == 0
 
@@ -201,6 +201,6 @@ def test_api_queries_start_no_parallel_workers_unless_configured(db_url, http):
         assert conn.execute("show max_parallel_workers_per_gather").fetchone()["max_parallel_workers_per_gather"] == "0"
     from tests.world import client
 
-    with client(db_url, query_parallel_workers=2) as other:
+    with client(db_url, database={"query_parallel_workers": 2}) as other:
         with other.app.state.service.pool.connection() as conn:
             assert conn.execute("show max_parallel_workers_per_gather").fetchone()["max_parallel_workers_per_gather"] == "2"

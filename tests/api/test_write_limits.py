@@ -82,7 +82,7 @@ def test_a_3_000_000_character_body_is_refused_alike_on_every_write_path(db_url,
 def test_the_body_limit_is_the_setting_on_every_write_path(db_url, world, setup):
     """The limit is one setting: at it every path accepts, one character over it every path
     refuses (a memory's old 100,000 and a reply's 1,000,000 let 101 through)."""
-    with client(db_url, body_max_chars=100) as http:
+    with client(db_url, ingest={"body_max_chars": 100}) as http:
         over = _every_body_write(http, setup, "é" * 101, 1)
         assert over == dict.fromkeys(over, "body_too_long")
         # "patch append" grows the streaming message past the limit; "patch body" replaces it first.
@@ -198,7 +198,7 @@ def test_only_so_many_bodies_are_read_at_once(db_url, world, setup):
             after = await http.post(path, headers=ingest, json={"role": "user", "body": "d", "external_id": "d"})
         return busy, anonymous, slow_done, after
 
-    with client(db_url, request_body_reads_max=1) as http:
+    with client(db_url, api={"request_body_reads_max": 1}) as http:
         busy, anonymous, slow_done, after = asyncio.run(scenario(http.app))
     error = assert_error(busy, 503, "busy")
     assert "retry" in error["message"], error

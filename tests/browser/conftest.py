@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from backscroll.app import create_app
-from backscroll.config import Settings
+from tests.world import settings_for
 
 CHROMIUM = os.environ.get("BACKSCROLL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -48,7 +48,7 @@ def browser():
 @pytest.fixture
 def server(db_url) -> str:
     """The API on 127.0.0.1:<free port>, serving this test's database; yields its base URL."""
-    app = create_app(Settings(database_url=db_url), db_url)
+    app = create_app(settings_for(db_url), db_url)
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
     thread = threading.Thread(target=srv.run, name=f"api-{port}", daemon=True)

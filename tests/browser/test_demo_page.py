@@ -10,14 +10,14 @@ from playwright.sync_api import expect
 from backscroll.demo.guide import what_to_try
 from backscroll.demo.loader import create_demo_tokens, load_demo
 from backscroll.demo.runner import tokens_path
-from backscroll.config import Settings
 from tests.browser.support import item_ids, search, sign_in
+from tests.world import settings_for
 
 
 def test_the_demo_conversations_are_found_from_the_page(db_url, world, server, page, shot):
     info = load_demo(world.conn)
     tokens = create_demo_tokens(world.conn)
-    printed = what_to_try(info, server, tokens, tokens_path(Settings(database_url=db_url)))
+    printed = what_to_try(info, server, tokens, tokens_path(settings_for(db_url)))
     assert f"open {server}/ in a browser" in printed
 
     sign_in(page, server, tokens["BACKSCROLL_READER_TOKEN"])

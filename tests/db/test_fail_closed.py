@@ -21,7 +21,7 @@ from backscroll import ingest
 from backscroll.ingest import importer
 from backscroll.store.migrate import migrate
 from tests.migrations import migrations_through
-from tests.world import open_world
+from tests.world import DECLARED, open_world
 
 KINDS = ["public", "workspace", "members", "external"]
 NAMESPACES = ["slack:acme", "web:acme", "", None]
@@ -103,7 +103,8 @@ def test_a_memory_formed_in_an_empty_reader_conversation_stays_in_it(world):
     asked = world.message(ws, sales, "falcon price?", speaker="XGLOBEX", minute=3)
     there = world.turn(ws, "bot", sales, requester="XGLOBEX", answering=asked)
     found = history.search_history(world.conn, world.workspace(ws), None,
-                                   history.SearchRequest(turn_id=there, query="falcon price final"), None)
+                                   history.SearchRequest(turn_id=there, query="falcon price final"), None,
+                                       settings=DECLARED)
     assert found["message_ids"] == [], found
     # Readers set: the conversation, its messages and the memory follow, and the reply's
     # lineage now reaches the subset destination.
@@ -111,7 +112,8 @@ def test_a_memory_formed_in_an_empty_reader_conversation_stays_in_it(world):
     assert result["updated"] == {"messages": 3, "memories": 1}, result
     again = world.turn(ws, "bot", sales, requester="XGLOBEX", answering=asked)
     found = history.search_history(world.conn, world.workspace(ws), None,
-                                   history.SearchRequest(turn_id=again, query="falcon price final"), None)
+                                   history.SearchRequest(turn_id=again, query="falcon price final"), None,
+                                       settings=DECLARED)
     assert reply["id"] in [h["message_id"] for h in found["hits"]] and said in found["message_ids"], found
 
 
@@ -225,7 +227,7 @@ def test_the_recheck_names_the_audience_when_a_found_row_has_an_empty_reader_set
     asked = world.message(ws, sales, "falcon price?", speaker="XGLOBEX", minute=2)
     turn = world.turn(ws, "bot", sales, requester="XGLOBEX", answering=asked)
     found = history.search_history(world.conn, world.workspace(ws), None,
-                                   history.SearchRequest(turn_id=turn, query="falcon price"), None)
+                                   history.SearchRequest(turn_id=turn, query="falcon price"), None, settings=DECLARED)
     assert said in found["message_ids"]
     assert turns.recheck(world.conn, world.workspace(ws), None, turn)["deliverable"] is True
     _seal(world, globex)
@@ -256,7 +258,8 @@ def test_a_message_with_its_own_audience_never_follows_the_conversations_readers
     asked = world.message("acme", carol, "zebra?", speaker="carol", minute=5)
     turn = world.turn("acme", "bot", carol, requester="carol", answering=asked)
     found = history.search_history(world.conn, world.workspace("acme"), None,
-                                   history.SearchRequest(turn_id=turn, query="zebra salary budget"), None)
+                                   history.SearchRequest(turn_id=turn, query="zebra salary budget"), None,
+                                       settings=DECLARED)
     assert whisper not in found["message_ids"] and said in found["message_ids"], found
 
 

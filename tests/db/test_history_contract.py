@@ -14,7 +14,7 @@ import pytest
 from backscroll.search import history, history_sql, turns
 from backscroll.errors import NotFound
 from tests.audit import audited
-from tests.world import World
+from tests.world import DECLARED, World
 
 WS = "acme"
 AGENT = "concierge"
@@ -74,7 +74,8 @@ def ask(t: Town, dest: int, requester: str, query: str, *, namespace: str = NS, 
         turn = t.w.turn(WS, AGENT, dest, requester=requester, requester_namespace=namespace,
                         answering=answering, loaded=list(loaded))
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit, filters=history.Filters(**(filters or {})))
-    result = audited(t.w.conn, turn, history.search_history(t.w.conn, t.w.workspace(WS), None, request, None))
+    result = audited(t.w.conn, turn, history.search_history(t.w.conn, t.w.workspace(WS), None, request, None,
+                                                            settings=DECLARED))
     result["turn_id"] = turn
     return result
 
@@ -332,7 +333,7 @@ def test_a_failed_audit_write_fails_the_search(town, monkeypatch):
     request = history.SearchRequest(turn_id=turn, query="offsite venue")
     with pytest.raises(Exception):
         with town.w.conn.transaction():
-            history.search_history(town.w.conn, town.w.workspace(WS), None, request, None)
+            history.search_history(town.w.conn, town.w.workspace(WS), None, request, None, settings=DECLARED)
     # The evidence the search would have added was rolled back with it.
     ledger = town.w.conn.execute("select count(*) as n from turn_evidence where turn_id = %s and via = 'search'",
                                  (turn,)).fetchone()["n"]
@@ -343,7 +344,7 @@ def test_a_runtime_scoped_to_other_agents_cannot_use_the_turn(town):
     turn = town.w.turn(WS, AGENT, town.dm_bob, requester="U_B")
     request = history.SearchRequest(turn_id=turn, query="offsite")
     with pytest.raises(NotFound):
-        history.search_history(town.w.conn, town.w.workspace(WS), (999_999,), request, None)
+        history.search_history(town.w.conn, town.w.workspace(WS), (999_999,), request, None, settings=DECLARED)
 
 
 def test_identifiers_are_matched_as_phrases(town):

@@ -113,6 +113,7 @@ from backscroll import ingest
 from backscroll.ingest import links
 from tests.audit import audited
 from tests.ranking_reference import bm25_reference
+from tests.world import DECLARED
 
 pytestmark = [pytest.mark.privacy, pytest.mark.lineage]
 
@@ -943,7 +944,7 @@ def check_search(conn, data, model: Model, turn: TurnModel) -> None:
     filters = draw_filters(data, model)
     used = len(turn.in_context)
     request = history.SearchRequest(turn_id=turn.id, query=query, limit=limit, filters=history.Filters(**filters))
-    result = audited(conn, turn.id, history.search_history(conn, model.ws, None, request, None))
+    result = audited(conn, turn.id, history.search_history(conn, model.ws, None, request, None, settings=DECLARED))
     hits = [h["message_id"] for h in result["hits"]]
     where = (f"turn {turn.id} into conversation {turn.dest.id} {turn.dest.audience} (agent {turn.agent}), "
              f"query {query!r}, filters {filters}")
@@ -1273,7 +1274,7 @@ def _ask(w, conv: int, query: str, *, loaded: list[int] = ()) -> tuple[int, dict
     """A turn of the agent in `conv` searches its history; (turn id, result)."""
     turn = w.turn(WS, AGENT, conv, loaded=list(loaded))
     request = history.SearchRequest(turn_id=turn, query=query)
-    return turn, history.search_history(w.conn, w.workspace(WS), None, request, None)
+    return turn, history.search_history(w.conn, w.workspace(WS), None, request, None, settings=DECLARED)
 
 
 def _recheck(w, turn: int) -> tuple:
@@ -1431,7 +1432,8 @@ def test_an_unverified_identity_link_grants_nothing(world):
         turn = w.turn(WS, AGENT, web_dm, requester="alice", requester_namespace=WEB_NS)
         request = history.SearchRequest(turn_id=turn, query="falcon migration",
                                         filters=history.Filters(requester_only=True))
-        return {h["message_id"] for h in history.search_history(w.conn, ws, None, request, None)["hits"]}
+        return {h["message_id"] for h in history.search_history(w.conn, ws, None, request, None,
+                                                                settings=DECLARED)["hits"]}
 
     pending = links.link(w.conn, ws, links.LinkIn(**pair, proof=None))
     into_web, into_slack, _ = crossing()

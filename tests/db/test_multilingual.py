@@ -20,7 +20,7 @@ from backscroll.search.cursor import CursorCodec
 from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
 from tests.audit import audited
-from tests.world import World
+from tests.world import DECLARED, World
 
 WS = "acme"
 AGENT = "concierge"
@@ -32,19 +32,20 @@ K1, B = Ranking().k1, Ranking().b
 
 def ids_for(w: World, q: str) -> list[int]:
     scope = sessions.resolve_scope(w.conn, reader(w, WS, "bob"), None)
-    return [s["id"] for s in sessions.search(w.conn, scope, CODEC, q, None, 100, LIMITS)["sessions"]]
+    return [s["id"] for s in sessions.search(w.conn, scope, CODEC, q, None, 100, LIMITS, settings=DECLARED)["sessions"]]
 
 
 def hits_for(w: World, q: str) -> list[dict]:
     scope = sessions.resolve_scope(w.conn, reader(w, WS, "bob"), None)
-    return sessions.search(w.conn, scope, CODEC, q, None, 100, LIMITS)["sessions"]
+    return sessions.search(w.conn, scope, CODEC, q, None, 100, LIMITS, settings=DECLARED)["sessions"]
 
 
 def history_ids(w: World, q: str) -> list[int]:
     ask = w.conversation(WS, AGENT, f"ask-{q}", "Asking")
     turn = w.turn(WS, AGENT, ask)
     request = history.SearchRequest(turn_id=turn, query=q, limit=20)
-    return [h["message_id"] for h in history.search_history(w.conn, w.workspace(WS), None, request, None)["hits"]]
+    return [h["message_id"] for h in history.search_history(w.conn, w.workspace(WS), None, request, None,
+                                                            settings=DECLARED)["hits"]]
 
 
 @pytest.fixture
@@ -142,7 +143,7 @@ def test_new_workspaces_are_multilingual(world):
     world.workspace(WS)
     assert world.conn.execute("select ts_config::text from workspaces where slug = %s",
                               (WS,)).fetchone()["ts_config"] == "multilingual"
-    assert Settings(_env_file=None).text_search_config == "multilingual"
+    assert Settings(_env_file=None).language.text_search_config == "multilingual"
 
 
 def test_a_message_written_without_its_language_gets_it_in_the_background(trilingual):
@@ -220,7 +221,8 @@ def test_bm25_counts_each_word_once_by_its_best_form(world, monkeypatch):
         ask = w.conversation(WS, AGENT, "ask", "Asking")
         turn = w.turn(WS, AGENT, ask)
         got = audited(w.conn, turn, history.search_history(
-            w.conn, w.workspace(WS), None, history.SearchRequest(turn_id=turn, query=" ".join(words), limit=20), None))
+            w.conn, w.workspace(WS), None, history.SearchRequest(turn_id=turn, query=" ".join(words), limit=20), None,
+            settings=get_settings()))  # the languages set above, as the messages were written with
         scores = {h["message_id"]: h["features"]["lexical"] for h in got["hits"]}
         assert set(scores) == set(expected)
         for m, s in expected.items():
@@ -240,7 +242,7 @@ def test_a_question_leaves_out_the_function_words_of_its_language(world):
         return conn.execute("select length(to_tsvector(%s::regconfig, %s)) = 0 as s", (cfg, word)).fetchone()["s"]
 
     def counted(cfg: str, query: str, terms: list[str]) -> list[str]:
-        return list(ranking.query_stats(conn, [], cfg, terms, query=query).terms)
+        return list(ranking.query_stats(conn, [], cfg, terms, LanguageSettings(), query=query).terms)
 
     question = "When did the researchers present their findings to the board"
     kept = counted("multilingual", question, question.split())

@@ -1465,7 +1465,7 @@ def _pool_hits(pg_url, channel_messages: int) -> tuple[set, set]:
     u1 = NewConv(WS, "concierge", SLACK, "D-u1", "U1 DM", _dm("U1"), kind="audience")
     hidden: list = [u1] + [NewMsg(u1.key, f"u1-{i}", f"zebulon reminder number {i}", 40 + i, speaker=(NS, "U1"),
                                   kind="audience") for i in range(5)]
-    with fixed_pair(pg_url, visible, hidden, search_candidate_pool=3) as ex:
+    with fixed_pair(pg_url, visible, hidden, search={"search_candidate_pool": 3}) as ex:
         a, b, _ = ask(ex, general, "zebulon")
         return ({h["message_id"] for h in a["hits"]},
                 {a_id(ex, f"z-{i}") for i in range(channel_messages - 3, channel_messages)})
@@ -1690,9 +1690,9 @@ def test_hybrid_coverage_counts_only_what_the_caller_may_see(pg_url, template_ur
                for i in range(3)]
     server = FakeEmbeddings(dims=dims).start()
     try:
-        overrides = dict(embeddings_model=model_name, embeddings_url=server.url, embeddings_dimensions=dims,
-                         embeddings_backoff_s=0.0)
-        with fixed_pair(pg_url, visible, hidden, **overrides) as ex:
+        embeddings = {"embeddings_model": model_name, "embeddings_url": server.url, "embeddings_dimensions": dims,
+                      "embeddings_backoff_s": 0.0}
+        with fixed_pair(pg_url, visible, hidden, embeddings=embeddings) as ex:
             for side, conn in enumerate(ex.pair.conns):
                 register_model(ex.pair.urls[side], model_name, dims)
                 hidden_ids = set(ex.writer_b.hidden["messages"]) if side else set()

@@ -13,7 +13,7 @@ from backscroll.search.ranking import Ranking
 from tests.db.conftest import LIMITS, reader
 from tests.ranking_reference import bm25_reference, session_reference
 from tests.audit import audited
-from tests.world import World, bearer, client
+from tests.world import DECLARED, World, bearer, client
 
 WS = "acme"
 AGENT = "concierge"
@@ -111,14 +111,15 @@ def search_history(w: World, query: str, rank: Ranking | None = None, limit: int
     conv = w.conversation(WS, AGENT, "ask", "Asking", creator="priya")
     turn = w.turn(WS, AGENT, conv, requester="priya")
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
-    return audited(w.conn, turn, history.search_history(w.conn, w.workspace(WS), None, request, None, rank=rank))
+    return audited(w.conn, turn, history.search_history(w.conn, w.workspace(WS), None, request, None, rank=rank,
+                                                        settings=DECLARED))
 
 
 def session_search(w: World, query: str, rank: Ranking | None = None) -> dict:
     scope = sessions.resolve_scope(w.conn, reader(w, WS, "priya"), None)
     from backscroll.search.cursor import CursorCodec
 
-    return sessions.search(w.conn, scope, CursorCodec(b"k" * 32), query, None, 20, LIMITS, rank=rank)
+    return sessions.search(w.conn, scope, CursorCodec(b"k" * 32), query, None, 20, LIMITS, rank=rank, settings=DECLARED)
 
 
 @pytest.mark.parametrize("speaker_weight", [0.0, 0.5, 2.0])

@@ -18,7 +18,7 @@ from backscroll.access.auth import Principal, TokenKind
 from backscroll.search.cursor import CursorCodec
 from backscroll.errors import BadRequest, NotFound
 from tests.db.conftest import LIMITS, reader
-from tests.world import World, at
+from tests.world import DECLARED, World, at
 
 WS = "acme"
 
@@ -48,7 +48,7 @@ def recent_ids(w: World, scope: sessions.Scope, codec: CursorCodec, limit: int =
 
 def search(w: World, scope: sessions.Scope, codec: CursorCodec, q: str, limit: int = 100,
            before: str | None = None) -> dict:
-    return sessions.search(w.conn, scope, codec, q, before, limit, LIMITS)
+    return sessions.search(w.conn, scope, codec, q, before, limit, LIMITS, settings=DECLARED)
 
 
 def search_ids(w: World, scope: sessions.Scope, codec: CursorCodec, q: str, limit: int = 100) -> list[int]:
@@ -746,7 +746,7 @@ def test_a_query_without_a_positive_term_plans_no_content_scan(contents, codec):
             statements.append((query, params))
             return w.conn.execute(query, params, **kwargs)
 
-    sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS)
+    sessions.search(Recording(), scope, codec, "-rose", None, 20, LIMITS, settings=DECLARED)
     [(query, params)] = [s for s in statements if s[0] is sessions_sql.SEARCH]
     plan = "\n".join(r["QUERY PLAN"] for r in w.conn.execute("explain " + query, params).fetchall())
     assert "message_search" not in plan

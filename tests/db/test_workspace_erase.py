@@ -15,7 +15,7 @@ from backscroll.search import maintenance, sessions
 from backscroll.search.cursor import CursorCodec
 from backscroll.erasure import erase_workspace
 from tests.db.conftest import LIMITS
-from tests.world import World, open_world
+from tests.world import DECLARED, World, open_world
 
 MODEL = "fake-4"
 
@@ -105,7 +105,7 @@ def _answers(w: World, token: str, codec: CursorCodec) -> list:
     scope = sessions.resolve_scope(w.conn, principal, None)
     out = []
     for q in ("rose room", "booking", "globex"):
-        page = sessions.search(w.conn, scope, codec, q, None, 100, LIMITS)
+        page = sessions.search(w.conn, scope, codec, q, None, 100, LIMITS, settings=DECLARED)
         out.append(page)
     out.append(sessions.recent(w.conn, scope, codec, None, 100)["sessions"])
     return out

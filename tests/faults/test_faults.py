@@ -60,7 +60,7 @@ def test_the_api_rides_out_a_database_restart(pg_url, db_url, world):
     reader = bearer(world.token("reader", WS, actor="alice", agents=["concierge"]))
     world.conn.close()
     acknowledged, statuses = [], []
-    with client(db_url, pool_min_size=1) as http:
+    with client(db_url, database={"pool_min_size": 1}) as http:
         def append(i: int) -> None:
             r = http.post(f"/v1/conversations/{conv}/messages", headers=ingest,
                           json={"role": "user", "body": f"kestrelbrook note {i}", "external_id": f"m-{i}"})
@@ -147,9 +147,9 @@ def test_an_embeddings_server_answering_garbage_degrades_search_never_widens_it(
     register_model(db_url, FAKE_MODEL, FAKE_DIMS)
     fake = FakeEmbeddings(dims=FAKE_DIMS).start()
     try:
-        settings = {"embeddings_model": FAKE_MODEL, "embeddings_url": fake.url,
-                    "embeddings_dimensions": FAKE_DIMS, "embeddings_backoff_s": 0.0, "embeddings_retries": 0}
-        with client(db_url, **settings) as http:
+        embeddings = {"embeddings_model": FAKE_MODEL, "embeddings_url": fake.url,
+                      "embeddings_dimensions": FAKE_DIMS, "embeddings_backoff_s": 0.0, "embeddings_retries": 0}
+        with client(db_url, embeddings=embeddings) as http:
             for _ in range(3):
                 fake.script.append(garbage)
             r = http.get("/v1/agent-sessions", params={"q": "kestrelbrook"}, headers=reader)

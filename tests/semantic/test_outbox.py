@@ -34,7 +34,7 @@ def test_off_means_off_nothing_is_queued_or_attempted(db_url, world, fake):
     assert jobs(world) == {}
     # The worker does not even start without a model, and no request reaches the server.
     with pytest.raises(GatewayError) as info:
-        Worker(settings_for(db_url, embeddings_url=fake.url), db_url)
+        Worker(settings_for(db_url, embeddings={"embeddings_url": fake.url}), db_url)
     assert info.value.category == "not_configured"
     assert fake.requests == []
     assert world.conn.execute("select count(*) as n from embedding_usage").fetchone()["n"] == 0

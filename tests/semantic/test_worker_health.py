@@ -124,7 +124,7 @@ def test_ready_on_a_migrated_database_with_the_model_and_not_otherwise(pg_url, d
 
 def test_healthz_fails_when_the_loop_stops_or_stalls(db_url, world, fake, fake_model, gateway_factory):
     messages(world, "acme", 3)
-    settings = fake_settings(db_url, fake, worker_poll_s=0.05, worker_health_stale_s=2)
+    settings = fake_settings(db_url, fake, worker={"worker_poll_s": 0.05, "worker_health_stale_s": 2})
     heartbeat, stop = Heartbeat(), threading.Event()
     worker = Worker(settings, db_url, gateway=gateway_factory(settings), stop=stop, heartbeat=heartbeat)
     loop = threading.Thread(target=worker.run, name="loop")
@@ -156,7 +156,7 @@ def test_healthz_fails_when_the_loop_stops_or_stalls(db_url, world, fake, fake_m
 
 
 def test_the_wait_for_migrations_is_bounded_and_says_why(empty_db_url, fake, caplog):
-    settings = fake_settings(empty_db_url, fake, schema_wait_s=1.5)
+    settings = fake_settings(empty_db_url, fake, database={"schema_wait_s": 1.5})
     beats = []
     with pytest.raises(MigrationError, match=f"waited 1.5 s for migrations \\(schema 0, want {LATEST}\\)"):
         wait_until_ready(empty_db_url, settings, threading.Event(), "backfill", tick=lambda: beats.append(1))

@@ -53,7 +53,7 @@ def test_counters_and_outbox_gauges_follow_real_batches(db_url, world, fake, fak
     world.conn.execute("update embedding_outbox set enqueued_at = now() - interval '120 seconds'")
     world.conn.execute("update embedding_outbox set next_attempt_at = now() + interval '1 hour', "
                        "enqueued_at = now() - interval '1 day' where message_id = %s", (later,))
-    settings = fake_settings(db_url, fake, worker_max_attempts=1, worker_metrics_refresh_s=3600)
+    settings = fake_settings(db_url, fake, worker={"worker_max_attempts": 1, "worker_metrics_refresh_s": 3600})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         m = worker.metrics
         # Every series of the model is there at 0 before the first batch (rate() sees the first one).
@@ -86,7 +86,7 @@ def test_counters_and_outbox_gauges_follow_real_batches(db_url, world, fake, fak
 
     # The loop refreshes the gauges itself: at its first turn, then once refresh_s has passed.
     world.conn.execute("update embedding_outbox set next_attempt_at = now() where message_id = %s", (later,))
-    settings = fake_settings(db_url, fake, worker_metrics_refresh_s=3600)
+    settings = fake_settings(db_url, fake, worker={"worker_metrics_refresh_s": 3600})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         worker.run(once=True)
         gauges = outbox(worker.metrics)  # counted before the batch, not again within the hour
@@ -99,8 +99,8 @@ def test_counters_and_outbox_gauges_follow_real_batches(db_url, world, fake, fak
 
     # An unreachable server postpones: counted as postponed, not failed.
     [m2] = messages(world, "acme", 1, prefix="later")
-    settings = settings_for(db_url, embeddings_model=FAKE_MODEL, embeddings_url=_closed_port_url(),
-                            embeddings_retries=0, worker_backoff_s=30)
+    settings = settings_for(db_url, embeddings={"embeddings_model": FAKE_MODEL, "embeddings_url": _closed_port_url(),
+                            "embeddings_retries": 0}, worker={"worker_backoff_s": 30})
     with Worker(settings, db_url, gateway=gateway_factory(settings)) as worker:
         worker.run(once=True)
         assert worker.metrics.value("backscroll_worker_postponed_total", M) == 1

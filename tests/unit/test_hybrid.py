@@ -16,12 +16,12 @@ def test_a_usable_vector_over_an_incomplete_perspective_reports_backfilling():
     assert hybrid.category(partial) == "backfilling" and hybrid.category(qv) is None
 
 
-def test_no_settings_or_no_model_is_lexical_without_a_call():
+def test_no_model_or_no_url_is_lexical_without_a_call():
     from backscroll.config import Settings
 
-    assert hybrid.embed_query(None, None, 1, "q") == hybrid.QueryVector(hybrid.LEXICAL)
-    assert hybrid.embed_query(None, Settings(_env_file=None), 1, "q").mode == hybrid.LEXICAL
-    no_url = Settings(_env_file=None, embeddings_model="m")
+    assert hybrid.embed_query(None, Settings.declared().embeddings, 1, "q") == hybrid.QueryVector(hybrid.LEXICAL)
+    assert hybrid.embed_query(None, Settings(_env_file=None).embeddings, 1, "q").mode == hybrid.LEXICAL
+    no_url = Settings(_env_file=None).replace(embeddings={"embeddings_model": "m"}).embeddings
     assert hybrid.embed_query(None, no_url, 1, "q") == hybrid.QueryVector(hybrid.LEXICAL)
 
 
