@@ -547,19 +547,7 @@ begin
         union
         select x.kind, x.id
           from walk w
-          cross join lateral (
-                select 'm'::text as kind, h as id
-                  from messages m, unnest(m.history_message_ids) as h
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'k', k
-                  from messages m, unnest(m.memory_ids) as k
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'm', s
-                  from memories mem, unnest(mem.source_message_ids) as s
-                 where w.kind = 'k' and mem.id = w.id
-          ) x
+          cross join lateral backscroll_lineage_parents(w.kind, w.id) x
     ),
     capped as (select * from walk limit 5001)
     select count(*),
@@ -598,18 +586,7 @@ begin
         union
         select w.root, x.kind, x.id
           from walk w
-          cross join lateral (
-                select e.kind, e.id
-                  from messages m
-                  cross join lateral (select 'm'::text as kind, h as id from unnest(m.history_message_ids) as h
-                                      union all
-                                      select 'k', k from unnest(m.memory_ids) as k) e
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'm', s
-                  from memories mem, unnest(mem.source_message_ids) as s
-                 where w.kind = 'k' and mem.id = w.id
-          ) x
+          cross join lateral backscroll_lineage_parents(w.kind, w.id) x
     ),
     capped as materialized (select * from walk limit 50001),
     nodes as (select distinct c.kind, c.id from capped c),
@@ -666,6 +643,24 @@ AS $function$
                                                   d_conversation, d_kind, d_namespace, d_readers)
                       from memories k where k.id = p_id)
                end, false)
+$function$;
+
+-- backscroll_lineage_parents(p_kind text, p_id bigint)
+CREATE OR REPLACE FUNCTION public.backscroll_lineage_parents(p_kind text, p_id bigint)
+ RETURNS TABLE(kind text, id bigint)
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    select e.kind, e.id
+      from messages m
+      cross join lateral (select 'm'::text as kind, h as id from unnest(m.history_message_ids) as h
+                          union all
+                          select 'k', k from unnest(m.memory_ids) as k) e
+     where p_kind = 'm' and m.id = p_id
+    union all
+    select 'm', s
+      from memories mem, unnest(mem.source_message_ids) as s
+     where p_kind = 'k' and mem.id = p_id
 $function$;
 
 -- backscroll_linked_identities(p_agent bigint, p_namespace text, p_external text)

@@ -5,6 +5,27 @@
 -- the one recorded in backscroll_definitions (backscroll/store/migrate.py): edit it in place.
 
 
+
+-- A node's parents in the lineage graph ('m' a message, 'k' a memory): a message's history and
+-- memories, a memory's source messages. Both walks below step through it; plain SQL, so the
+-- planner inlines it into each walk's recursive step (index scans on messages and memories).
+create or replace function backscroll_lineage_parents(p_kind text, p_id bigint)
+ returns table(kind text, id bigint)
+ language sql
+ stable parallel safe
+as $$
+    select e.kind, e.id
+      from messages m
+      cross join lateral (select 'm'::text as kind, h as id from unnest(m.history_message_ids) as h
+                          union all
+                          select 'k', k from unnest(m.memory_ids) as k) e
+     where p_kind = 'm' and m.id = p_id
+    union all
+    select 'm', s
+      from memories mem, unnest(mem.source_message_ids) as s
+     where p_kind = 'k' and mem.id = p_id
+$$;
+
 -- One node of a lineage walk ('m' a message, 'k' a memory) and whether it may be shown at the
 -- destination: a message needs its source evidence, at most 500 history entries and the
 -- disclosure rule; a memory the disclosure rule, from its turn's conversation. A node that is not
@@ -51,19 +72,7 @@ begin
         union
         select x.kind, x.id
           from walk w
-          cross join lateral (
-                select 'm'::text as kind, h as id
-                  from messages m, unnest(m.history_message_ids) as h
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'k', k
-                  from messages m, unnest(m.memory_ids) as k
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'm', s
-                  from memories mem, unnest(mem.source_message_ids) as s
-                 where w.kind = 'k' and mem.id = w.id
-          ) x
+          cross join lateral backscroll_lineage_parents(w.kind, w.id) x
     ),
     capped as (select * from walk limit 5001)
     select count(*),
@@ -100,18 +109,7 @@ begin
         union
         select w.root, x.kind, x.id
           from walk w
-          cross join lateral (
-                select e.kind, e.id
-                  from messages m
-                  cross join lateral (select 'm'::text as kind, h as id from unnest(m.history_message_ids) as h
-                                      union all
-                                      select 'k', k from unnest(m.memory_ids) as k) e
-                 where w.kind = 'm' and m.id = w.id
-                union all
-                select 'm', s
-                  from memories mem, unnest(mem.source_message_ids) as s
-                 where w.kind = 'k' and mem.id = w.id
-          ) x
+          cross join lateral backscroll_lineage_parents(w.kind, w.id) x
     ),
     capped as materialized (select * from walk limit 50001),
     nodes as (select distinct c.kind, c.id from capped c),

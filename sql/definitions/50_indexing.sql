@@ -143,7 +143,7 @@ begin
     return null;
 end $$;
 comment on function backscroll_reindex_speaker() is
-    'message_search: the documents of a renamed speaker''s messages (their speaker''s name is in them where the workspace says so)';
+    'message_search: the documents of a renamed speaker''s messages, rebuilt (the name is in them where their workspace indexes speaker names)';
 
 drop trigger if exists messages_index_after_insert on messages;
 CREATE TRIGGER messages_index_after_insert AFTER INSERT ON messages REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION backscroll_index_messages();

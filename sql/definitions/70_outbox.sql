@@ -61,7 +61,7 @@ begin
     return null;
 end $$;
 comment on function backscroll_embedding_forget() is
-    'embedding_outbox: removed documents leave the queue';
+    'embedding_outbox and message_embeddings: a removed document keeps no job and no vectors';
 
 create or replace function backscroll_embedding_indexable_changed()
  returns trigger

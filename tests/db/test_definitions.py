@@ -138,13 +138,13 @@ def test_a_database_at_an_earlier_version_upgrades_in_place(empty_db_url, templa
     assert _catalog(empty_db_url) == _catalog(template_url)
 
 
-def test_the_lineage_verdict_of_a_node_is_written_once(template_url):
-    """Both lineage walks (one root; the audit's batch of roots) take each node's verdict from one
-    function: the rule's text is in no other."""
+def test_the_lineage_verdict_of_a_node_and_its_parents_are_written_once(template_url):
+    """Both lineage walks (one root; the audit's batch of roots) take each node's verdict and each
+    node's parents from one function each: their text is in no other."""
     functions, _ = _catalog(template_url)
-    rule = "exists (select 1 from message_source_evidence e where e.message_id = m.id)"
-    holding = [name for name, _, body in functions if rule in body]
-    assert holding == ["backscroll_lineage_node_allows"]
-    walks = {(name, args) for name, args, body in functions if "backscroll_lineage_node_allows(" in body
-             and name != "backscroll_lineage_node_allows"}
-    assert {name for name, _ in walks} == {"backscroll_lineage_allows", "backscroll_lineage_denied"}
+    for function, text in [("backscroll_lineage_node_allows",
+                            "exists (select 1 from message_source_evidence e where e.message_id = m.id)"),
+                           ("backscroll_lineage_parents", "unnest(mem.source_message_ids)")]:
+        assert [name for name, _, body in functions if text in body] == [function]
+        callers = {name for name, _, body in functions if f"{function}(" in body and name != function}
+        assert callers == {"backscroll_lineage_allows", "backscroll_lineage_denied"}, function
