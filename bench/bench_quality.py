@@ -271,14 +271,15 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"switching to {cfg}: {before[0]:,} vectors before, {after[0]:,} after")
             if kind == "hybrid":
                 settings, gateway, server = embed_all(conn, url, base, server, gateway, args.quiet, facts)
+            searched = settings if kind == "hybrid" else Settings.declared()  # lexical: no embeddings model
             t_ranks, s_ranks, t_ms, s_ms = [], [], [], []
             for q in questions:
                 c = by_key[q.conversation]
                 t0 = time.perf_counter()
-                t_ranks.append(turn_ranks(conn, c, q, settings if kind == "hybrid" else None,
+                t_ranks.append(turn_ranks(conn, c, q, searched,
                                           gateway if kind == "hybrid" else None))
                 t1 = time.perf_counter()
-                s_ranks.append(session_rank(conn, c, q, limits, settings if kind == "hybrid" else None,
+                s_ranks.append(session_rank(conn, c, q, limits, searched,
                                             gateway if kind == "hybrid" else None))
                 t2 = time.perf_counter()
                 t_ms.append((t1 - t0) * 1000)
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 rank = ranking.Ranking.from_settings(base.search).__class__(
                     **{**ranking.Ranking.from_settings(base.search).__dict__, "coverage_weight": weight})
                 results[mode]["weights"][weight] = [
-                    session_rank(conn, by_key[q.conversation], q, limits, settings if kind == "hybrid" else None,
+                    session_rank(conn, by_key[q.conversation], q, limits, searched,
                                  gateway if kind == "hybrid" else None, rank) for q in questions]
             t, s = summarize(t_ranks, TURN_CUTS), summarize(s_ranks, SESSION_CUTS)
             log(f"{mode}: R@10 {t[10]:.3f} MRR {t['mrr']:.3f} S@10 {s[10]:.3f}")

@@ -489,7 +489,8 @@ def history_quality(conn, eval_set, target_ids: dict[str, int], settings: Settin
                 else:
                     request = history.SearchRequest(turn_id=turn_id, query=query.text, limit=history.LIMIT_MAX)
                     result = history.search_history(conn, ws, None, request, None,
-                                                    settings=settings if mode == "hybrid" else None, gateway=gateway)
+                                                    settings=settings if mode == "hybrid" else Settings.declared(),
+                                                    gateway=gateway)
                     found = [h["room"]["conversation_id"] for h in result["hits"]]
             ranks[mode] = ranks_of_target(_first_in(found), target)
         out.append({"query": query.text, "kind": query.kind, "language": needle.language, **ranks})

@@ -19,7 +19,7 @@ from backscroll.embeddings.local_embeddings import LocalEmbeddings
 from backscroll.embeddings.vectors import param, register_model
 from tests.semantic.conftest import FAKE_DIMS, FAKE_MODEL, e5_settings, fake_settings, side_taken
 from tests.audit import audited
-from tests.world import World
+from tests.world import DECLARED, World
 
 WS = "acme"
 AGENT = "concierge"
@@ -90,7 +90,7 @@ def ask(t: Town, dest: int, requester: str, query: str, settings, gateway, *, li
     (the answering message too, when there is one), unless `embed` is off."""
     answer_id = t.w.message(WS, dest, f"(asking) {query}", speaker=requester, minute=100) if answering else None
     turn = t.w.turn(WS, AGENT, dest, requester=requester, requester_namespace=NS, answering=answer_id)
-    if embed and settings is not None and settings.embeddings.embeddings_model == local_embeddings.MODEL:
+    if embed and settings.embeddings.embeddings_model == local_embeddings.MODEL:
         embed_missing(t.w, gateway)
     request = history.SearchRequest(turn_id=turn, query=query, limit=limit)
     result = audited(t.w.conn, turn, history.search_history(t.w.conn, t.w.workspace(WS), None, request, None,
@@ -393,7 +393,7 @@ def test_fused_lexical_list_admits_only_messages_matching_the_share_of_the_terms
     assert by_id[town.msgs["printer"]]["lexical_rank"] == 1
     # "today" alone: out of the lexical list (it may still come through its vector)
     assert coffee not in by_id or by_id[coffee]["lexical_rank"] is None
-    lexical = ask(town, town.general, "U_A", query, None, None)
+    lexical = ask(town, town.general, "U_A", query, DECLARED, None)
     assert {town.msgs["printer"], coffee} <= set(hit_ids(lexical))
     # A short query keeps OR semantics fused too: one term of two is a match.
     short = ask(town, town.general, "U_A", "coffee printer", settings, gateway)
