@@ -590,9 +590,9 @@ def search_history(conn: psycopg.Connection, workspace_id: int, agent_ids: tuple
     """Run one search for a turn; record its results as evidence and write its audit row.
 
     Hybrid when `settings` name an embeddings model (see `hybrid` for how it degrades); lexical
-    without one. The lexical ranking is `rank`, else the settings'. With
-    `side` (where a second connection may come from), the vector list is produced there while
-    this connection reads the lexical list."""
+    without one. The lexical ranking is `rank`, else the settings'. With `side` (where a second
+    connection may come from), the vector list is produced there while this connection reads the
+    lexical list."""
     rank = rank or ranking.Ranking.from_settings(settings.search)
     bound = resolve_turn(conn, workspace_id, agent_ids, request.turn_id)
     budget = decide_budget(bound, request)
