@@ -551,10 +551,11 @@ begin
     ),
     capped as (select * from walk limit 5001)
     select count(*),
-           count(*) filter (where not backscroll_lineage_node_allows(c.kind, c.id, p_agent, d_conversation, d_kind,
-                                                                     d_namespace, d_readers))
+           count(*) filter (where not v.allowed)
       into nodes, denied
-      from capped c;
+      from capped c
+      cross join lateral backscroll_lineage_node_allows(c.kind, c.id, p_agent, d_conversation, d_kind, d_namespace,
+                                                        d_readers) v;
     return nodes <= 5000 and denied = 0;
 end $function$;
 
@@ -591,10 +592,10 @@ begin
     capped as materialized (select * from walk limit 50001),
     nodes as (select distinct c.kind, c.id from capped c),
     verdicts as materialized (
-        select n.kind, n.id,
-               backscroll_lineage_node_allows(n.kind, n.id, p_agent, d_conversation, d_kind, d_namespace,
-                                              d_readers) as allowed
+        select n.kind, n.id, v.allowed
           from nodes n
+          cross join lateral backscroll_lineage_node_allows(n.kind, n.id, p_agent, d_conversation, d_kind,
+                                                            d_namespace, d_readers) v
     ),
     per_root as (
         select c.root, count(*) as nodes, bool_and(v.allowed) as allowed
@@ -625,7 +626,7 @@ $function$;
 
 -- backscroll_lineage_node_allows(p_kind text, p_id bigint, p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
 CREATE OR REPLACE FUNCTION public.backscroll_lineage_node_allows(p_kind text, p_id bigint, p_agent bigint, d_conversation bigint, d_kind audience_kind, d_namespace text, d_readers text[])
- RETURNS boolean
+ RETURNS TABLE(allowed boolean)
  LANGUAGE sql
  STABLE PARALLEL SAFE
 AS $function$

@@ -30,11 +30,13 @@ $$;
 -- destination: a message needs its source evidence, at most 500 history entries and the
 -- disclosure rule; a memory the disclosure rule, from its turn's conversation. A node that is not
 -- there is denied. Both walks below (one root, and the audit's batch of roots) take their verdict
--- from here.
+-- from here. A one-row table, not a scalar: a set-returning SQL function in FROM is inlined into
+-- its caller, so each walk evaluates the rule as if written in it (a scalar call per node would
+-- run the function's own executor for each, several times slower).
 create or replace function backscroll_lineage_node_allows(p_kind text, p_id bigint, p_agent bigint,
                                                           d_conversation bigint, d_kind audience_kind,
                                                           d_namespace text, d_readers text[])
- returns boolean
+ returns table(allowed boolean)
  language sql
  stable parallel safe
 as $$
@@ -76,10 +78,11 @@ begin
     ),
     capped as (select * from walk limit 5001)
     select count(*),
-           count(*) filter (where not backscroll_lineage_node_allows(c.kind, c.id, p_agent, d_conversation, d_kind,
-                                                                     d_namespace, d_readers))
+           count(*) filter (where not v.allowed)
       into nodes, denied
-      from capped c;
+      from capped c
+      cross join lateral backscroll_lineage_node_allows(c.kind, c.id, p_agent, d_conversation, d_kind, d_namespace,
+                                                        d_readers) v;
     return nodes <= 5000 and denied = 0;
 end $$;
 
@@ -114,10 +117,10 @@ begin
     capped as materialized (select * from walk limit 50001),
     nodes as (select distinct c.kind, c.id from capped c),
     verdicts as materialized (
-        select n.kind, n.id,
-               backscroll_lineage_node_allows(n.kind, n.id, p_agent, d_conversation, d_kind, d_namespace,
-                                              d_readers) as allowed
+        select n.kind, n.id, v.allowed
           from nodes n
+          cross join lateral backscroll_lineage_node_allows(n.kind, n.id, p_agent, d_conversation, d_kind,
+                                                            d_namespace, d_readers) v
     ),
     per_root as (
         select c.root, count(*) as nodes, bool_and(v.allowed) as allowed
