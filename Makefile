@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 HELM := $(TOOLS)/helm
 
-.PHONY: help install run serve migrate test browser-deps schema write-owners mutation mutation-all mutation-full mutation-missing operator operator-test bench bench-quality clean \
+.PHONY: help install run serve migrate test browser-deps schema write-owners mutation mutation-record mutation-all mutation-full mutation-missing operator operator-test bench bench-quality clean \
 	helm chart-sync deploy-test images image-deps images-clean e2e-kind
 
 help: ## Show this help
@@ -57,6 +57,9 @@ write-owners: $(STAMP) ## Regenerate the write owners table in docs/architecture
 # rewrites that map, mutation-missing adds the entries it lacks.
 mutation: $(STAMP) ## Prove the privacy tests bite: each mutant a change touches (its anchor or its killing tests), from the killers map
 	$(BIN)/python tests/mutation/run.py
+
+mutation-record: $(STAMP) ## As mutation, then records the kills it saw in tests/mutation/killers.json (after moving anchors or editing killing tests)
+	$(BIN)/python tests/mutation/run.py --record
 
 mutation-all: $(STAMP) ## The mutation check on every mutant, each against its recorded killers (else its full suites)
 	$(BIN)/python tests/mutation/run.py --all

@@ -308,6 +308,11 @@ def main() -> int:
     parser.add_argument("--missing", action="store_true",
                         help="as --full, but only for the mutants the killers map has no entry for; the other "
                              "entries stay (make mutation-missing: after adding or changing a mutant)")
+    parser.add_argument("--record", action="store_true",
+                        help="as the default, then record each mutant killed in this run in the killers map: the "
+                             "tests that killed it, on the text it was killed on (make mutation-record: after a "
+                             "change that moved anchors or edited killing tests, so that the next run finds them "
+                             "untouched instead of running them again)")
     parser.add_argument("--all", action="store_true",
                         help="run every mutant (from the map where it has an entry), not only those a change "
                              "touches (make mutation-all)")
@@ -484,6 +489,8 @@ def main() -> int:
     survivors += list(broken.items())
     if args.full:
         write_map(known, keys, chosen, list(outcomes.values()), partial=bool(args.k) or args.missing)
+    elif args.record and not survivors:
+        record_map(known, keys, list(outcomes.values()))
 
     total = time.monotonic() - started
     mapped = [o for o in outcomes.values() if o.from_map]
@@ -530,6 +537,30 @@ def write_map(known: dict, keys: dict[str, str], chosen: list[Mutant], outcomes:
     part.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
     part.replace(KILLERS)
     print(f"wrote {KILLERS.relative_to(ROOT)}: {len(entries)} entries")
+
+
+def record_map(known: dict, keys: dict[str, str], outcomes: list[Outcome]) -> None:
+    """The kills of this run, recorded: each killed mutant's entry names the tests that killed it
+    here (each with its recorded seconds where the map had them) and the fingerprint of the text
+    they killed it on. A verdict from the map rests on exactly that, so a later run that finds the
+    anchor and those test files unchanged may report the mutant killed without running it."""
+    entries = dict(known)
+    for o in outcomes:
+        if o.problem is not None or not o.failed:
+            continue
+        key = keys[o.mutant.name]
+        old = entries.get(key) or {}
+        recorded = old.get("killers", {})
+        killers = {t: round(o.seconds.get(t, recorded.get(t, 5.0)), 2) for t in sorted(o.failed)}
+        entries[key] = {"seconds": round(o.full_wall or old.get("seconds", o.wall), 1),
+                        "fingerprint": fingerprint(o.mutant, killers), "killers": killers}
+    document = json.loads(KILLERS.read_text()) if KILLERS.exists() else {"about": ""}
+    document["mutants"] = dict(sorted(entries.items()))
+    part = KILLERS.with_suffix(".json.part")
+    part.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    part.replace(KILLERS)
+    print(f"recorded {sum(1 for o in outcomes if o.problem is None and o.failed)} kill(s) in "
+          f"{KILLERS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
