@@ -45,7 +45,7 @@ from backscroll.store.db import connect, session_kwargs, start_embedded  # noqa:
 
 DB_NAME = "backscroll_bench_http"
 CONCURRENCY = (1, 4, 16)
-LIMITS = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
+LIMITS = sessions.Limits.of(Settings.declared().search)
 
 
 def prepare(server_url: str, messages: int) -> tuple[str, dict]:

@@ -255,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
     base = Settings(_env_file=None).replace(database={"database_url": url})
     search = base.search
-    limits = sessions.Limits(default=search.page_limit_default, maximum=search.page_limit_max,
-                             query_max_chars=search.query_max_chars, excerpt_words=search.excerpt_words)
+    limits = sessions.Limits.of(search)
     results: dict[str, dict] = {}
     facts: dict[str, object] = {"reconfigurations": []}
     server = gateway = settings = None

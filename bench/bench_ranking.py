@@ -58,7 +58,7 @@ RANKINGS = [
 TARGETS = {"rare": 10.0, "common": 50.0, "question": 50.0}  # search_history p50 targets (issue 3)
 CODEC = CursorCodec(b"bench" * 8)
 DECLARED = Settings.declared()  # lexical, the declared defaults
-LIMITS = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
+LIMITS = sessions.Limits.of(Settings.declared().search)
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -318,7 +318,7 @@ def speed(args) -> int:
 
     # (2) Latency: hybrid against lexical, round-robin
     codec = CursorCodec(b"bench" * 8)
-    limits = sessions.Limits(default=20, maximum=100, query_max_chars=512, excerpt_words=24)
+    limits = sessions.Limits.of(Settings.declared().search)
     terms = [("rare", corpus.RARE_TERM), ("common", corpus.COMMON_TERM), ("no word matches", "zqxv wvut")]
     # The API's hybrid path: the vector list on a second pooled connection, beside the lexical
     # list; "one connection" is the same search with both lists read one after the other.

@@ -685,8 +685,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = Settings()
     search = settings.search
-    limits = sessions.Limits(default=search.page_limit_default, maximum=search.page_limit_max,
-                             query_max_chars=search.query_max_chars, excerpt_words=search.excerpt_words)
+    limits = sessions.Limits.of(search)
     codec = CursorCodec(secrets.token_bytes(32))
     # Opened as the API's pool opens its connections.
     conn = psycopg.connect(url, autocommit=True, **db.session_kwargs())

@@ -50,12 +50,7 @@ class Service:
         self.read_pool = read_pool
         with pool.connection() as conn:
             self.codec = CursorCodec(derive(root_key(conn, settings.access), "cursor"))
-        self.limits = Limits(
-            default=settings.search.page_limit_default,
-            maximum=settings.search.page_limit_max,
-            query_max_chars=settings.search.query_max_chars,
-            excerpt_words=settings.search.excerpt_words,
-        )
+        self.limits = Limits.of(settings.search)
         self.body_reads = asyncio.Semaphore(settings.api.request_body_reads_max)  # deps._read_body
 
     def check_body(self, text: str | None, field: str = "body") -> None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from ..access.auth import Principal
-from ..config import Settings
+from ..config import SearchSettings, Settings
 from ..embeddings.gateway import Gateway
 from ..embeddings.vectors import distance, exact_distance, param, use_iterative_scan
 from ..errors import BadRequest, NotFound
@@ -53,6 +53,12 @@ class Limits:
     maximum: int
     query_max_chars: int
     excerpt_words: int
+
+    @classmethod
+    def of(cls, search: SearchSettings) -> Limits:
+        """The limits a server holds to, from its search settings."""
+        return cls(default=search.page_limit_default, maximum=search.page_limit_max,
+                   query_max_chars=search.query_max_chars, excerpt_words=search.excerpt_words)
 
 
 def resolve_scope(conn: psycopg.Connection, principal: Principal, agent: str | None) -> Scope:
