@@ -31,6 +31,16 @@ def test_kustomization_builds_valid_manifests(kubectl, crd_schema, path):
     assert problems(docs, crd_schema, OLDEST_KUBERNETES) == []
 
 
+def test_the_base_holds_the_operator_and_both_crds(kubectl):
+    kinds = [d["kind"] for d in build(kubectl, ROOT / "k8s/base")]
+    assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+                                    "CustomResourceDefinition",  # SearchWorkspace
+                                    "ClusterRoleBinding", "Deployment", "Service",
+                                    "PodDisruptionBudget",  # two replicas: a drain takes one at a time
+                                    "Role", "RoleBinding",  # the operator's metrics; its Lease
+                                    "Role", "RoleBinding"])  # what it does in the namespace it watches
+
+
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_samples_are_valid_manifests(crd_schema, sample):
     assert problems(documents(sample.read_text()), crd_schema, OLDEST_KUBERNETES) == []

@@ -204,15 +204,3 @@ def test_schema_refuses_what_it_should(schema):
     body = yaml.safe_load(SAMPLES[0].read_text())
     body["spec"]["embeddings"]["dimensions"] = 4096
     assert not OAS30Validator(schema).is_valid(body)
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_kustomize_builds_the_operator_and_its_crd():
-    out = subprocess.run(["kubectl", "kustomize", str(ROOT / "k8s/base")], capture_output=True, text=True, check=True)
-    kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout) if d]
-    assert sorted(kinds) == sorted(["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
-                                    "CustomResourceDefinition",  # SearchWorkspace
-                                    "ClusterRoleBinding", "Deployment", "Service",
-                                    "PodDisruptionBudget",  # two replicas: a drain takes one at a time
-                                    "Role", "RoleBinding",  # the operator's metrics; its Lease
-                                    "Role", "RoleBinding"])  # what it does in the namespace it watches
